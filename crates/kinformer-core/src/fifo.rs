@@ -1,0 +1,444 @@
+//! The DeltaFIFO: a per-key coalescing queue between producers (the
+//! reflector) and the processor pool.
+//!
+//! The line itself is a crossbeam channel of keys: a key is in the channel at
+//! most once, so memory is bounded by the number of distinct keys. The
+//! pending deltas live in a map guarded by a mutex that is held only for O(1)
+//! map operations (never while a consumer processes deltas), so a producer
+//! never waits behind a consumer's work. A popped key is *in flight*: deltas
+//! arriving meanwhile accumulate, and the key rejoins the line only when the
+//! consumer calls [`DeltaFifo::done`], so the deltas of one key are never
+//! processed by two threads at once, and always in order.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry as MapEntry;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossbeam_channel::{Receiver, Sender, select};
+use kube_core::Resource;
+use parking_lot::Mutex;
+
+use crate::delta::{DeletedFinalStateUnknown, DeletedObject, Delta, Deltas};
+use crate::error::FifoError;
+use crate::index::panic_message;
+use crate::indexer::Indexer;
+use crate::key::ObjectKey;
+
+/// A transform applied to every object a producer hands to the FIFO (not to
+/// tombstones, nor to resync deltas, which carry cached objects). It must be
+/// idempotent: an object may pass through it more than once.
+pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
+
+type Hasher = foldhash::fast::RandomState;
+
+struct Entry<K> {
+    /// Deltas waiting to be popped.
+    pending: Option<Deltas<K>>,
+    /// A consumer holds this key's earlier deltas.
+    in_flight: bool,
+    /// The newest non-deleted object handed to the consumer, while in flight.
+    in_flight_newest: Option<Arc<K>>,
+    /// Part of the first full list (counts towards `has_synced`).
+    initial: bool,
+}
+
+struct State<K> {
+    items: HashMap<ObjectKey, Entry<K>, Hasher>,
+    populated: bool,
+    initial_remaining: usize,
+    last_sync_resource_version: String,
+}
+
+/// The deltas of one key handed to a consumer by [`DeltaFifo::pop`].
+#[derive(Debug)]
+pub struct Popped<K> {
+    /// The key.
+    pub key: ObjectKey,
+    /// Its deltas, oldest first.
+    pub deltas: Deltas<K>,
+    /// Whether the key belongs to the first full list (initial sync).
+    pub is_in_initial_list: bool,
+}
+
+/// Counters of a [`DeltaFifo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FifoStats {
+    /// Deltas accepted.
+    pub enqueued: u64,
+    /// Objects refused for lack of a key.
+    pub key_errors: u64,
+    /// Keys listed more than once in one `replace` (the last one wins).
+    pub duplicate_keys: u64,
+    /// Tombstones emitted by `replace`.
+    pub tombstones: u64,
+    /// Transform calls that panicked (the object was dropped).
+    pub transform_panics: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    enqueued: AtomicU64,
+    key_errors: AtomicU64,
+    duplicate_keys: AtomicU64,
+    tombstones: AtomicU64,
+    transform_panics: AtomicU64,
+}
+
+/// A queue of per-key deltas in first-come order.
+pub struct DeltaFifo<K> {
+    state: Mutex<State<K>>,
+    line_tx: Sender<ObjectKey>,
+    line_rx: Receiver<ObjectKey>,
+    close_tx: Mutex<Option<Sender<()>>>,
+    close_rx: Receiver<()>,
+    closed: AtomicBool,
+    known: Indexer<K>,
+    transform: Option<Transform<K>>,
+    counters: Counters,
+}
+
+impl<K: Resource> DeltaFifo<K> {
+    /// A FIFO whose `replace` and `resync` consult `known` (the cache the
+    /// consumers maintain) for objects that are cached but not queued.
+    pub fn new(known: Indexer<K>, transform: Option<Transform<K>>) -> Self {
+        let (line_tx, line_rx) = crossbeam_channel::unbounded();
+        let (close_tx, close_rx) = crossbeam_channel::bounded(0);
+        Self {
+            state: Mutex::new(State {
+                items: HashMap::with_hasher(Hasher::default()),
+                populated: false,
+                initial_remaining: 0,
+                last_sync_resource_version: String::new(),
+            }),
+            line_tx,
+            line_rx,
+            close_tx: Mutex::new(Some(close_tx)),
+            close_rx,
+            closed: AtomicBool::new(false),
+            known,
+            transform,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Queues an `Added` delta.
+    pub fn add(&self, obj: K) -> Result<(), FifoError> {
+        self.produce(obj, Delta::Added)
+    }
+
+    /// Queues an `Updated` delta.
+    pub fn update(&self, obj: K) -> Result<(), FifoError> {
+        self.produce(obj, Delta::Updated)
+    }
+
+    /// Queues a `Deleted` delta carrying the object's final state.
+    pub fn delete(&self, obj: K) -> Result<(), FifoError> {
+        self.produce(obj, |o| Delta::Deleted(DeletedObject::Final(o)))
+    }
+
+    fn produce(&self, obj: K, make: impl FnOnce(Arc<K>) -> Delta<K>) -> Result<(), FifoError> {
+        if self.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        let (key, obj) = self.prepare(obj)?;
+        let mut st = self.state.lock();
+        st.populated = true;
+        self.enqueue(&mut st, key, make(obj), false);
+        Ok(())
+    }
+
+    /// Key and transform an incoming object, outside the lock.
+    fn prepare(&self, obj: K) -> Result<(ObjectKey, Arc<K>), FifoError> {
+        let obj = match &self.transform {
+            None => obj,
+            Some(t) => catch_unwind(AssertUnwindSafe(|| t(obj))).map_err(|p| {
+                self.counters
+                    .transform_panics
+                    .fetch_add(1, Ordering::Relaxed);
+                let msg = panic_message(&*p);
+                tracing::error!(panic = %msg, "transform panicked; object dropped");
+                FifoError::TransformPanicked(msg)
+            })?,
+        };
+        match ObjectKey::of(&obj) {
+            Ok(key) => Ok((key, Arc::new(obj))),
+            Err(e) => {
+                self.counters.key_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "object refused by the delta FIFO");
+                Err(e.into())
+            }
+        }
+    }
+
+    fn enqueue(&self, st: &mut State<K>, key: ObjectKey, delta: Delta<K>, initial: bool) {
+        self.counters.enqueued.fetch_add(1, Ordering::Relaxed);
+        let newly_initial = match st.items.entry(key) {
+            MapEntry::Occupied(mut occupied) => {
+                let e = occupied.get_mut();
+                let newly_initial = initial && !e.initial;
+                e.initial |= initial;
+                match &mut e.pending {
+                    Some(p) => p.push(delta),
+                    None => {
+                        e.pending = Some(Deltas::new(delta));
+                        if !e.in_flight {
+                            // An idle entry is removed by `done`, so this is not reached;
+                            // if it were, the key must not be lost: put it in line.
+                            let _ = self.line_tx.send(occupied.key().clone());
+                        }
+                    }
+                }
+                newly_initial
+            }
+            MapEntry::Vacant(v) => {
+                let key = v.key().clone();
+                v.insert(Entry {
+                    pending: Some(Deltas::new(delta)),
+                    in_flight: false,
+                    in_flight_newest: None,
+                    initial,
+                });
+                // The receiver lives as long as `self`: sending cannot fail.
+                let _ = self.line_tx.send(key);
+                initial
+            }
+        };
+        if newly_initial {
+            st.initial_remaining += 1;
+        }
+    }
+
+    /// Replaces the queue's view of the world with a full list.
+    ///
+    /// Every listed object gets a `Replaced` delta; every key that is cached
+    /// or queued but not listed gets a `Deleted` tombstone
+    /// ([`DeletedFinalStateUnknown`]) carrying its last known state. Objects
+    /// without a key are skipped (logged, counted); a key listed twice keeps
+    /// its last object.
+    pub fn replace(
+        &self,
+        objects: impl IntoIterator<Item = K>,
+        resource_version: &str,
+    ) -> Result<(), FifoError> {
+        if self.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        let prepared: Vec<(ObjectKey, Arc<K>)> = objects
+            .into_iter()
+            .filter_map(|o| self.prepare(o).ok())
+            .collect();
+        let mut st = self.state.lock();
+        let first = !st.populated;
+        st.populated = true;
+        let mut listed: std::collections::HashSet<ObjectKey, Hasher> =
+            std::collections::HashSet::with_capacity_and_hasher(prepared.len(), Hasher::default());
+        for (key, obj) in prepared {
+            if !listed.insert(key.clone()) {
+                self.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key = %key, "key listed twice in one replace; the last object wins");
+            }
+            self.enqueue(&mut st, key, Delta::Replaced(obj), first);
+        }
+        // Loaded under the lock: every key absent from `items` has been fully
+        // applied to the cache, so the cache is its truth.
+        let cached = self.known.snapshot();
+        let mut tombstones = Vec::new();
+        for (key, e) in &st.items {
+            if listed.contains(key) {
+                continue;
+            }
+            let newest = match &e.pending {
+                Some(p) => match p.newest() {
+                    Some(Delta::Deleted(_)) | None => None,
+                    Some(d) => Some(Arc::clone(d.object())),
+                },
+                None => e.in_flight_newest.clone(),
+            };
+            if let Some(obj) = newest {
+                tombstones.push((key.clone(), obj));
+            }
+        }
+        for (key, obj) in cached.iter() {
+            if !listed.contains(key) && !st.items.contains_key(key) {
+                tombstones.push((key.clone(), Arc::clone(obj)));
+            }
+        }
+        self.counters
+            .tombstones
+            .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
+        for (key, last_known) in tombstones {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                last_known,
+            };
+            self.enqueue(
+                &mut st,
+                key,
+                Delta::Deleted(DeletedObject::Unknown(tombstone)),
+                first,
+            );
+        }
+        st.last_sync_resource_version = resource_version.to_string();
+        Ok(())
+    }
+
+    /// Queues a `Sync` delta for every cached key that has nothing pending
+    /// or in flight. Returns how many were queued.
+    pub fn resync(&self) -> usize {
+        let mut st = self.state.lock();
+        let cached = self.known.snapshot();
+        let mut n = 0;
+        for (key, obj) in cached.iter() {
+            if !st.items.contains_key(key) {
+                self.enqueue(&mut st, key.clone(), Delta::Sync(Arc::clone(obj)), false);
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl<K> DeltaFifo<K> {
+    /// Blocks until a key is available (or the FIFO is closed: `None`) and
+    /// hands out its deltas. The caller must call [`DeltaFifo::done`] once
+    /// the deltas are applied.
+    pub fn pop(&self) -> Option<Popped<K>> {
+        self.pop_batch(1).and_then(|mut v| v.pop())
+    }
+
+    /// Like [`DeltaFifo::pop`], but takes up to `max` keys at once (at least
+    /// one; more only if they are already waiting).
+    pub fn pop_batch(&self, max: usize) -> Option<Vec<Popped<K>>> {
+        loop {
+            if self.is_closed() {
+                return None;
+            }
+            let first = select! {
+                recv(self.line_rx) -> key => key.ok()?,
+                recv(self.close_rx) -> _ => return None,
+            };
+            let mut keys = vec![first];
+            while keys.len() < max.max(1) {
+                match self.line_rx.try_recv() {
+                    Ok(k) => keys.push(k),
+                    Err(_) => break,
+                }
+            }
+            let batch = self.take(keys);
+            if !batch.is_empty() {
+                return Some(batch);
+            }
+        }
+    }
+
+    /// Takes what is waiting without blocking (up to `max` keys).
+    pub fn try_pop_batch(&self, max: usize) -> Vec<Popped<K>> {
+        let mut keys = Vec::new();
+        while keys.len() < max {
+            match self.line_rx.try_recv() {
+                Ok(k) => keys.push(k),
+                Err(_) => break,
+            }
+        }
+        self.take(keys)
+    }
+
+    fn take(&self, keys: Vec<ObjectKey>) -> Vec<Popped<K>> {
+        let mut st = self.state.lock();
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(e) = st.items.get_mut(&key) else {
+                continue;
+            };
+            let Some(deltas) = e.pending.take() else {
+                continue;
+            };
+            e.in_flight = true;
+            e.in_flight_newest = match deltas.newest() {
+                Some(Delta::Deleted(_)) | None => None,
+                Some(d) => Some(Arc::clone(d.object())),
+            };
+            let is_in_initial_list = std::mem::take(&mut e.initial);
+            out.push(Popped {
+                key,
+                deltas,
+                is_in_initial_list,
+            });
+        }
+        out
+    }
+
+    /// Marks popped keys as applied: a key with new deltas rejoins the line,
+    /// an idle one is forgotten.
+    pub fn done<'a>(&self, popped: impl IntoIterator<Item = (&'a ObjectKey, bool)>) {
+        let mut st = self.state.lock();
+        for (key, was_initial) in popped {
+            if was_initial {
+                st.initial_remaining = st.initial_remaining.saturating_sub(1);
+            }
+            let Some(e) = st.items.get_mut(key) else {
+                continue;
+            };
+            e.in_flight = false;
+            e.in_flight_newest = None;
+            if e.pending.is_some() {
+                let _ = self.line_tx.send(key.clone());
+            } else {
+                st.items.remove(key);
+            }
+        }
+    }
+
+    /// Whether the first full list (tombstones included) has been popped and
+    /// marked done, or objects were added before any list.
+    pub fn has_synced(&self) -> bool {
+        let st = self.state.lock();
+        st.populated && st.initial_remaining == 0
+    }
+
+    /// Keys waiting in line (not counting keys in flight).
+    pub fn len(&self) -> usize {
+        self.line_rx.len()
+    }
+
+    /// Whether no key is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.line_rx.is_empty()
+    }
+
+    /// Keys known to the queue: waiting or in flight.
+    pub fn tracked_keys(&self) -> usize {
+        self.state.lock().items.len()
+    }
+
+    /// The resource version of the last `replace`.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.state.lock().last_sync_resource_version.clone()
+    }
+
+    /// Closes the queue: blocked and future pops return `None`, producers get
+    /// [`FifoError::Closed`].
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.close_tx.lock().take();
+    }
+
+    /// Whether [`DeltaFifo::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Counters of this queue.
+    pub fn stats(&self) -> FifoStats {
+        let c = &self.counters;
+        FifoStats {
+            enqueued: c.enqueued.load(Ordering::Relaxed),
+            key_errors: c.key_errors.load(Ordering::Relaxed),
+            duplicate_keys: c.duplicate_keys.load(Ordering::Relaxed),
+            tombstones: c.tombstones.load(Ordering::Relaxed),
+            transform_panics: c.transform_panics.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Index functions: how the [`Indexer`](crate::Indexer) files an object
+//! under secondary values (namespace, labels, owner, anything a closure
+//! computes).
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use kube_core::Resource;
+
+use crate::error::IndexFnError;
+
+/// Name of the built-in namespace index (values: the object's namespace).
+pub const NAMESPACE_INDEX: &str = "namespace";
+/// Name of the built-in label index (values: `key=value` for every label).
+pub const LABEL_INDEX: &str = "labels";
+/// Name of the built-in owner index (values: the UID of every owner reference).
+pub const OWNER_UID_INDEX: &str = "owner-uid";
+
+type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + Sync;
+
+/// A function computing the index values of an object. An object may have
+/// zero, one or many values; duplicates are ignored.
+///
+/// ```
+/// use kinformer_core::IndexFn;
+/// use k8s_openapi::api::core::v1::Pod;
+/// let by_node = IndexFn::new(|pod: &Pod| {
+///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+/// });
+/// # let _ = by_node;
+/// ```
+pub struct IndexFn<K>(Arc<IndexClosure<K>>);
+
+impl<K> Clone for IndexFn<K> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K> fmt::Debug for IndexFn<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IndexFn")
+    }
+}
+
+impl<K> IndexFn<K> {
+    /// An infallible index function.
+    pub fn new(f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(move |k| Ok(f(k))))
+    }
+
+    /// An index function that may fail for some objects. A failing object is
+    /// cached but left out of this index; the failure is logged and counted.
+    pub fn fallible(
+        f: impl Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Computes the sorted, deduplicated values of `obj`. A panic inside the
+    /// function is caught and reported as an error.
+    pub fn values(&self, obj: &K) -> Result<Vec<String>, IndexFnError> {
+        match catch_unwind(AssertUnwindSafe(|| (self.0)(obj))) {
+            Ok(Ok(mut values)) => {
+                if values.len() > 1 {
+                    values.sort_unstable();
+                    values.dedup();
+                }
+                Ok(values)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(panic) => Err(IndexFnError(format!("panicked: {}", panic_message(&panic)))),
+        }
+    }
+}
+
+impl<K: Resource> IndexFn<K> {
+    /// Files objects under their namespace (cluster-scoped objects: no value).
+    pub fn namespace() -> Self {
+        Self::new(|obj: &K| obj.meta().namespace.iter().cloned().collect())
+    }
+
+    /// Files objects under `key=value` for each of their labels.
+    pub fn labels() -> Self {
+        Self::new(|obj: &K| {
+            obj.meta()
+                .labels
+                .iter()
+                .flatten()
+                .map(|(k, v)| label_value(k, v))
+                .collect()
+        })
+    }
+
+    /// Files objects under the UID of each of their owner references.
+    pub fn owner_uid() -> Self {
+        Self::new(|obj: &K| {
+            obj.meta()
+                .owner_references
+                .iter()
+                .flatten()
+                .map(|o| o.uid.clone())
+                .collect()
+        })
+    }
+}
+
+/// The value the [`LABEL_INDEX`] uses for one label.
+pub fn label_value(key: &str, value: &str) -> String {
+    let mut s = String::with_capacity(key.len() + 1 + value.len());
+    s.push_str(key);
+    s.push('=');
+    s.push_str(value);
+    s
+}
+
+/// Best-effort text of a caught panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// A set of named index functions.
+pub type Indexers<K> = Vec<(String, IndexFn<K>)>;
+
+/// The three built-in indexes ([`NAMESPACE_INDEX`], [`LABEL_INDEX`],
+/// [`OWNER_UID_INDEX`]).
+pub fn builtin_indexers<K: Resource>() -> Indexers<K> {
+    vec![
+        (NAMESPACE_INDEX.to_string(), IndexFn::namespace()),
+        (LABEL_INDEX.to_string(), IndexFn::labels()),
+        (OWNER_UID_INDEX.to_string(), IndexFn::owner_uid()),
+    ]
+}

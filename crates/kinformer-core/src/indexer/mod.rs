@@ -1,0 +1,236 @@
+//! The cache: an arc-swapped, copy-on-write Indexer.
+//!
+//! Readers load the current [`Snapshot`] through `arc-swap`: no lock, no
+//! waiting for writers, one consistent state per read. Writers serialize on
+//! one mutex, apply a batch to a master copy built from persistent hash
+//! tries (an update copies one root-to-leaf path, never the whole map), and
+//! publish it with a single atomic pointer swap.
+
+mod namespaced;
+mod snapshot;
+mod write;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use arc_swap::ArcSwap;
+use kube_core::{Resource, Selector};
+use parking_lot::Mutex;
+
+use crate::error::IndexerError;
+use crate::index::{IndexFn, Indexers};
+use crate::key::ObjectKey;
+
+pub use namespaced::NamespacedIndexer;
+pub use snapshot::Snapshot;
+pub use write::WriteBatch;
+use write::{WriteCounters, WriterState, add_to_index, values_or_log};
+
+use snapshot::IndexMap;
+
+struct Shared<K> {
+    current: ArcSwap<Snapshot<K>>,
+    writer: Mutex<WriterState<K>>,
+    counters: WriteCounters,
+}
+
+/// The thread-safe cache of one resource type with secondary indexes.
+///
+/// Cloning gives another handle to the same cache.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer_core::{Indexer, ObjectKey, builtin_indexers};
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube_core::ObjectMeta;
+///
+/// let indexer: Indexer<Pod> = Indexer::new(builtin_indexers());
+/// let pod = Pod {
+///     metadata: ObjectMeta { name: Some("web-0".into()), namespace: Some("prod".into()), ..Default::default() },
+///     ..Default::default()
+/// };
+/// indexer.write(|batch| batch.upsert(ObjectKey::of(&pod).unwrap(), Arc::new(pod)));
+/// assert!(indexer.get("prod/web-0").is_some());
+/// assert_eq!(indexer.by_index("namespace", "prod").unwrap().len(), 1);
+/// ```
+pub struct Indexer<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Indexer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// Counters of an [`Indexer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexerStats {
+    /// Snapshots published (write batches).
+    pub publishes: u64,
+    /// Single-object writes (upserts and removes).
+    pub writes: u64,
+    /// Index function calls that failed or panicked.
+    pub index_fn_failures: u64,
+}
+
+impl<K> Indexer<K> {
+    /// An empty cache with the given indexes.
+    pub fn new(indexers: Indexers<K>) -> Self {
+        let mut master = Snapshot::empty();
+        let index_fns: Vec<(Arc<str>, IndexFn<K>)> = indexers
+            .into_iter()
+            .map(|(n, f)| (Arc::<str>::from(n), f))
+            .collect();
+        for (name, _) in &index_fns {
+            master
+                .indices
+                .insert(Arc::clone(name), IndexMap::with_hasher(Default::default()));
+        }
+        Self {
+            shared: Arc::new(Shared {
+                current: ArcSwap::from_pointee(master.clone()),
+                writer: Mutex::new(WriterState { master, index_fns }),
+                counters: WriteCounters::default(),
+            }),
+        }
+    }
+
+    /// The current snapshot: O(1), lock-free. Hold it to make several reads
+    /// against one consistent state.
+    pub fn snapshot(&self) -> Arc<Snapshot<K>> {
+        self.shared.current.load_full()
+    }
+
+    /// The object stored under `key` (`namespace/name` or `name`).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.shared.current.load().get(key).cloned()
+    }
+
+    /// The object `namespace/name` (or `name` when `namespace` is `None`),
+    /// without allocating a key.
+    pub fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        match namespace {
+            Some(ns) => namespaced::with_key_buf(ns, name, |key| self.get(key)),
+            None => self.get(name),
+        }
+    }
+
+    /// Every cached object (unordered), from one snapshot.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared.current.load().list()
+    }
+
+    /// Every cached key (unordered), from one snapshot.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        self.shared.current.load().keys().cloned().collect()
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.shared.current.load().len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objects filed under `value` in index `name`.
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+        self.shared.current.load().by_index(name, value)
+    }
+
+    /// Keys filed under `value` in index `name`.
+    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+        self.shared.current.load().index_keys(name, value)
+    }
+
+    /// Every value of index `name` that has at least one object.
+    pub fn index_values(&self, name: &str) -> Result<Vec<String>, IndexerError> {
+        self.shared.current.load().index_values(name)
+    }
+
+    /// A view of one namespace.
+    pub fn namespaced(&self, namespace: &str) -> NamespacedIndexer<K> {
+        NamespacedIndexer::new(self.clone(), namespace)
+    }
+
+    /// Counters of this cache.
+    pub fn stats(&self) -> IndexerStats {
+        let c = &self.shared.counters;
+        IndexerStats {
+            publishes: c.publishes.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            index_fn_failures: c.index_fn_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Applies a batch of writes and publishes the result as one snapshot.
+    /// Writers serialize with each other; readers are never blocked. Returns
+    /// the closure's result and the sequence number of the published snapshot.
+    pub fn write<R>(&self, f: impl FnOnce(&mut WriteBatch<'_, K>) -> R) -> (R, u64) {
+        let mut state = self.shared.writer.lock();
+        let result = f(&mut WriteBatch {
+            state: &mut state,
+            counters: &self.shared.counters,
+        });
+        state.master.seq += 1;
+        let seq = state.master.seq;
+        self.shared.current.store(Arc::new(state.master.clone()));
+        self.shared
+            .counters
+            .publishes
+            .fetch_add(1, Ordering::Relaxed);
+        (result, seq)
+    }
+
+    /// Runs `f` with the writer lock held and the current master snapshot:
+    /// no write can happen meanwhile. Used to register a handler at an exact
+    /// point of the write sequence.
+    pub(crate) fn with_writes_paused<R>(&self, f: impl FnOnce(&Snapshot<K>) -> R) -> R {
+        let state = self.shared.writer.lock();
+        f(&state.master)
+    }
+
+    /// Adds indexes, computing them at once for every cached object.
+    /// Fails, adding none, if a name is already registered.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexerError> {
+        let mut state = self.shared.writer.lock();
+        for (name, _) in &indexers {
+            if state.master.indices.contains_key(name.as_str())
+                || indexers.iter().filter(|(n, _)| n == name).count() > 1
+            {
+                return Err(IndexerError::IndexExists(name.clone()));
+            }
+        }
+        for (name, f) in indexers {
+            let name: Arc<str> = Arc::from(name);
+            let mut index = IndexMap::with_hasher(Default::default());
+            for (key, obj) in state.master.objects.iter() {
+                for v in values_or_log(&f, obj, &name, key, &self.shared.counters) {
+                    add_to_index(&mut index, &v, key);
+                }
+            }
+            state.master.indices.insert(Arc::clone(&name), index);
+            state.index_fns.push((name, f));
+        }
+        state.master.seq += 1;
+        self.shared.current.store(Arc::new(state.master.clone()));
+        self.shared
+            .counters
+            .publishes
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl<K: Resource> Indexer<K> {
+    /// Objects whose labels match `selector` (narrowed through the label
+    /// index when registered).
+    pub fn list_by_labels(&self, selector: &Selector) -> Vec<Arc<K>> {
+        self.shared.current.load().list_by_labels(selector)
+    }
+}

@@ -1,0 +1,45 @@
+//! kinformer-core: the synchronous heart of kinformer.
+//!
+//! ```text
+//!  producer (reflector) ──► DeltaFifo ──► processor pool (OS threads) ──► Indexer (arc-swap snapshots)
+//!                                                  │
+//!                                                  └──► per-handler backlog ──► handler thread
+//! ```
+//!
+//! - [`key`]: object keys (`namespace/name`).
+//! - [`delta`]: deltas, tombstones, per-key coalescing.
+//! - [`coalesce`]: the two-slot coalescing rule shared by the queue and handler backlogs.
+//! - [`fifo`]: the DeltaFIFO.
+//! - [`index`]: index functions (namespace, labels, owner UID, custom).
+//! - [`indexer`]: the copy-on-write cache with secondary indexes.
+//! - [`handler`]: event handler trait and notifications.
+//! - [`registration`]: per-handler thread and coalescing backlog.
+//! - [`informer`]: the shared index informer tying it all together.
+//! - [`error`]: typed errors.
+//!
+//! No tokio and no HTTP here: producers call [`DeltaFifo`] methods from any
+//! thread or task.
+
+pub mod coalesce;
+pub mod delta;
+pub mod error;
+pub mod fifo;
+pub mod handler;
+pub mod index;
+pub mod indexer;
+pub mod informer;
+pub mod key;
+mod processor;
+pub mod registration;
+
+pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
+pub use error::{FifoError, IndexFnError, IndexerError, InformerError, KeyError};
+pub use fifo::{DeltaFifo, FifoStats, Popped, Transform};
+pub use handler::{EventHandlerFns, Notification, ResourceEventHandler};
+pub use index::{
+    IndexFn, Indexers, LABEL_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, builtin_indexers, label_value,
+};
+pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch};
+pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};
+pub use key::ObjectKey;
+pub use registration::{HandlerRegistration, HandlerStats};

@@ -6,7 +6,7 @@ use crate::coalesce::{Coalesce, Coalesced};
 use crate::key::ObjectKey;
 
 /// The kind of change a [`Delta`] records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DeltaType {
     /// The object was created (a watch `ADDED`).
     Added,

@@ -1,0 +1,263 @@
+//! DeltaFIFO behaviours, named after client-go's delta_fifo tests.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use kinformer_core::{DeltaFifo, DeltaType::*, FifoError, Indexer};
+
+#[test]
+fn basic_add_update_delete() {
+    let (f, _) = fifo();
+    f.add(cm("a", 1)).unwrap();
+    f.add(cm("b", 2)).unwrap();
+    f.delete(cm("c", 3)).unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Added, 1, false)])
+    );
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/b".into(), vec![(Added, 2, false)])
+    );
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/c".into(), vec![(Deleted, 3, false)])
+    );
+    assert!(pop_now(&f).is_none());
+}
+
+#[test]
+fn add_then_update_coalesces() {
+    let (f, _) = fifo();
+    f.add(cm("a", 1)).unwrap();
+    f.update(cm("a", 2)).unwrap();
+    f.update(cm("a", 3)).unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Updated, 3, false)])
+    );
+    assert!(pop_now(&f).is_none());
+}
+
+#[test]
+fn key_keeps_its_first_place_in_line() {
+    let (f, _) = fifo();
+    f.add(cm("a", 1)).unwrap();
+    f.add(cm("b", 2)).unwrap();
+    f.update(cm("a", 3)).unwrap();
+    assert_eq!(pop_now(&f).unwrap().0, "ns/a");
+    assert_eq!(pop_now(&f).unwrap().0, "ns/b");
+}
+
+#[test]
+fn consecutive_deletes_collapse() {
+    let (f, _) = fifo();
+    f.delete(cm("a", 1)).unwrap();
+    f.delete(cm("a", 2)).unwrap();
+    assert_eq!(pop_now(&f).unwrap().1, vec![(Deleted, 1, false)]);
+}
+
+#[test]
+fn replace_makes_deletions_for_objects_only_in_queue_and_only_in_cache() {
+    let (f, indexer) = fifo();
+    // "cached" is only in the cache, "queued" only in the queue, "kept" in both.
+    seed_cache(&indexer, &[cm("cached", 1), cm("kept", 2)]);
+    f.add(cm("queued", 3)).unwrap();
+    f.replace(vec![cm("kept", 2), cm("new", 4)], "10").unwrap();
+    let mut popped = Vec::new();
+    while let Some(p) = pop_now(&f) {
+        popped.push(p);
+    }
+    popped.sort();
+    assert_eq!(
+        popped,
+        vec![
+            ("ns/cached".into(), vec![(Deleted, 1, true)]),
+            ("ns/kept".into(), vec![(Replaced, 2, false)]),
+            ("ns/new".into(), vec![(Replaced, 4, false)]),
+            // The queued object's last known state travels in the tombstone.
+            (
+                "ns/queued".into(),
+                vec![(Added, 3, false), (Deleted, 3, true)]
+            ),
+        ]
+    );
+    assert_eq!(f.stats().tombstones, 2);
+    assert_eq!(f.last_sync_resource_version(), "10");
+}
+
+#[test]
+fn replace_while_a_delete_is_queued() {
+    let (f, indexer) = fifo();
+    seed_cache(&indexer, &[cm("a", 1)]);
+    f.delete(cm("a", 2)).unwrap();
+    f.replace(Vec::new(), "5").unwrap();
+    // The queued delete already covers the key: no second (tombstone) delete.
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Deleted, 2, false)])
+    );
+    assert!(pop_now(&f).is_none());
+}
+
+#[test]
+fn resync_of_a_non_existing_key_queues_nothing() {
+    let (f, _) = fifo();
+    assert_eq!(f.resync(), 0);
+    assert!(pop_now(&f).is_none());
+}
+
+#[test]
+fn resync_queues_sync_only_for_idle_cached_keys() {
+    let (f, indexer) = fifo();
+    seed_cache(&indexer, &[cm("idle", 1), cm("busy", 2)]);
+    f.update(cm("busy", 3)).unwrap();
+    assert_eq!(f.resync(), 1);
+    let mut popped = vec![pop_now(&f).unwrap(), pop_now(&f).unwrap()];
+    popped.sort();
+    assert_eq!(popped[0], ("ns/busy".into(), vec![(Updated, 3, false)]));
+    assert_eq!(popped[1], ("ns/idle".into(), vec![(Sync, 1, false)]));
+}
+
+#[test]
+fn update_resync_race_keeps_the_newest_state() {
+    let (f, indexer) = fifo();
+    seed_cache(&indexer, &[cm("a", 1)]);
+    f.resync();
+    f.update(cm("a", 2)).unwrap();
+    // The update joins the queued Sync and wins over it.
+    assert_eq!(pop_now(&f).unwrap().1, vec![(Updated, 2, false)]);
+}
+
+#[test]
+fn has_synced_correct_when_initial_list_contains_deletions() {
+    let (f, indexer) = fifo();
+    seed_cache(&indexer, &[cm("gone", 1)]);
+    assert!(!f.has_synced());
+    f.replace(vec![cm("a", 2)], "3").unwrap();
+    assert!(!f.has_synced());
+    let first = f.try_pop_batch(1);
+    assert_eq!(first.len(), 1);
+    f.done(first.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert!(!f.has_synced(), "the tombstone is part of the initial list");
+    assert!(pop_now(&f).is_some());
+    assert!(f.has_synced());
+}
+
+#[test]
+fn has_synced_waits_for_done_not_pop() {
+    let (f, _) = fifo();
+    f.replace(vec![cm("a", 1)], "1").unwrap();
+    let popped = f.try_pop_batch(1);
+    assert!(!f.has_synced());
+    f.done(popped.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert!(f.has_synced());
+}
+
+#[test]
+fn transformer_applied_to_adds_updates_replaces_but_not_tombstones() {
+    let indexer = Indexer::new(Vec::new());
+    seed_cache(&indexer, &[cm("cached", 1)]);
+    let mark = Arc::new(|mut o: k8s_openapi::api::core::v1::ConfigMap| {
+        o.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("transformed".into(), "yes".into());
+        o
+    });
+    let f = DeltaFifo::new(indexer, Some(mark));
+    f.replace(vec![cm("c", 1)], "2").unwrap();
+    f.add(cm("a", 1)).unwrap();
+    f.update(cm("b", 1)).unwrap();
+    let mut seen = Vec::new();
+    while let Some(mut p) = f.try_pop_batch(1).pop() {
+        for d in p.deltas.iter() {
+            let transformed = d
+                .object()
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("transformed"));
+            seen.push((p.key.to_string(), d.kind(), transformed));
+        }
+        f.done([(&p.key, std::mem::take(&mut p.is_in_initial_list))]);
+    }
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        vec![
+            ("ns/a".into(), Added, true),
+            ("ns/b".into(), Updated, true),
+            ("ns/c".into(), Replaced, true),
+            ("ns/cached".into(), Deleted, false),
+        ]
+    );
+}
+
+#[test]
+fn pop_unblocks_on_close() {
+    let (f, _) = fifo();
+    let f = Arc::new(f);
+    let f2 = Arc::clone(&f);
+    let t = std::thread::spawn(move || f2.pop().is_none());
+    std::thread::sleep(Duration::from_millis(50));
+    f.close();
+    assert!(t.join().unwrap(), "pop returned None after close");
+    assert_eq!(f.add(cm("a", 1)), Err(FifoError::Closed));
+}
+
+#[test]
+fn object_without_name_is_refused_and_counted() {
+    let (f, _) = fifo();
+    let mut nameless = cm("x", 1);
+    nameless.metadata.name = None;
+    assert!(matches!(f.add(nameless.clone()), Err(FifoError::Key(_))));
+    f.replace(vec![nameless, cm("ok", 2)], "3").unwrap();
+    assert_eq!(f.stats().key_errors, 2);
+    assert_eq!(pop_now(&f).unwrap().0, "ns/ok");
+}
+
+#[test]
+fn duplicate_keys_in_one_replace_keep_the_last() {
+    let (f, _) = fifo();
+    f.replace(vec![cm("a", 1), cm("a", 2)], "3").unwrap();
+    assert_eq!(f.stats().duplicate_keys, 1);
+    assert_eq!(pop_now(&f).unwrap().1, vec![(Replaced, 2, false)]);
+    assert!(f.has_synced());
+}
+
+#[test]
+fn in_flight_key_is_not_handed_to_a_second_consumer() {
+    let (f, _) = fifo();
+    f.add(cm("a", 1)).unwrap();
+    let first = f.try_pop_batch(1);
+    assert_eq!(first.len(), 1);
+    f.update(cm("a", 2)).unwrap();
+    assert!(f.try_pop_batch(10).is_empty(), "key a is in flight");
+    f.done(first.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert_eq!(pop_now(&f).unwrap().1, vec![(Updated, 2, false)]);
+}
+
+#[test]
+fn replace_tombstones_an_in_flight_add() {
+    let (f, _) = fifo();
+    f.add(cm("a", 1)).unwrap();
+    let first = f.try_pop_batch(1);
+    // The add is being applied while a relist says "a" is gone.
+    f.replace(Vec::new(), "9").unwrap();
+    f.done(first.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert_eq!(pop_now(&f).unwrap().1, vec![(Deleted, 1, true)]);
+}
+
+#[test]
+fn memory_is_bounded_by_distinct_keys() {
+    let (f, _) = fifo();
+    for i in 0..10_000u64 {
+        f.update(cm(&format!("k{}", i % 10), i)).unwrap();
+    }
+    assert_eq!(f.len(), 10);
+    assert_eq!(f.tracked_keys(), 10);
+}

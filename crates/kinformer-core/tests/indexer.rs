@@ -1,0 +1,175 @@
+//! Indexer behaviours: reads, indexes, snapshots.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kinformer_core::{
+    IndexFn, IndexFnError, Indexer, IndexerError, LABEL_INDEX, NAMESPACE_INDEX, builtin_indexers,
+};
+use kube_core::{Expression, Selector};
+
+fn sorted_names(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
+    let mut v: Vec<String> = objs
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn get_list_and_namespace_index() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    seed_cache(&indexer, &[cm("a", 1), cm("b", 2)]);
+    assert_eq!(indexer.len(), 2);
+    assert_eq!(rv(&indexer.get("ns/a").unwrap()), 1);
+    assert_eq!(rv(&indexer.get_by_name(Some("ns"), "b").unwrap()), 2);
+    assert_eq!(
+        sorted_names(indexer.by_index(NAMESPACE_INDEX, "ns").unwrap()),
+        ["a", "b"]
+    );
+    assert_eq!(sorted_names(indexer.namespaced("ns").list()), ["a", "b"]);
+    assert!(indexer.namespaced("other").list().is_empty());
+    assert_eq!(
+        indexer.by_index("nope", "x"),
+        Err(IndexerError::NoSuchIndex("nope".into()))
+    );
+}
+
+#[test]
+fn multi_valued_index_functions() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(vec![(
+        "letters".into(),
+        IndexFn::new(|o: &ConfigMap| {
+            o.metadata
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .chars()
+                .map(String::from)
+                .collect()
+        }),
+    )]);
+    seed_cache(&indexer, &[cm("ab", 1), cm("bc", 2), cm("aa", 3)]);
+    assert_eq!(
+        sorted_names(indexer.by_index("letters", "a").unwrap()),
+        ["aa", "ab"]
+    );
+    assert_eq!(
+        sorted_names(indexer.by_index("letters", "b").unwrap()),
+        ["ab", "bc"]
+    );
+    let mut values = indexer.index_values("letters").unwrap();
+    values.sort();
+    assert_eq!(values, ["a", "b", "c"]);
+}
+
+#[test]
+fn empty_index_sets_are_removed() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    seed_cache(&indexer, &[cm_labels("a", 1, &[("app", "web")])]);
+    assert_eq!(indexer.index_values(LABEL_INDEX).unwrap(), ["app=web"]);
+    // Relabel: the old value's set becomes empty and disappears.
+    seed_cache(&indexer, &[cm_labels("a", 2, &[("app", "db")])]);
+    assert_eq!(indexer.index_values(LABEL_INDEX).unwrap(), ["app=db"]);
+    indexer.write(|w| w.remove(&key("a")));
+    assert!(indexer.index_values(LABEL_INDEX).unwrap().is_empty());
+    assert!(indexer.index_values(NAMESPACE_INDEX).unwrap().is_empty());
+}
+
+#[test]
+fn add_indexers_after_objects_exist() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(Vec::new());
+    seed_cache(&indexer, &[cm_labels("a", 1, &[("tier", "x")]), cm("b", 2)]);
+    indexer.add_indexers(builtin_indexers()).unwrap();
+    assert_eq!(
+        sorted_names(indexer.by_index(LABEL_INDEX, "tier=x").unwrap()),
+        ["a"]
+    );
+    assert_eq!(indexer.by_index(NAMESPACE_INDEX, "ns").unwrap().len(), 2);
+    assert_eq!(
+        indexer.add_indexers(vec![(LABEL_INDEX.into(), IndexFn::labels())]),
+        Err(IndexerError::IndexExists(LABEL_INDEX.into()))
+    );
+}
+
+#[test]
+fn failing_and_panicking_index_functions_are_counted_not_fatal() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(vec![
+        (
+            "fails".into(),
+            IndexFn::fallible(|o: &ConfigMap| match o.metadata.name.as_deref() {
+                Some("bad") => Err(IndexFnError("no value".into())),
+                _ => Ok(vec!["v".into()]),
+            }),
+        ),
+        (
+            "panics".into(),
+            IndexFn::new(|o: &ConfigMap| {
+                assert_ne!(o.metadata.name.as_deref(), Some("bad"), "boom");
+                vec!["v".into()]
+            }),
+        ),
+    ]);
+    seed_cache(&indexer, &[cm("bad", 1), cm("good", 2)]);
+    assert_eq!(
+        indexer.len(),
+        2,
+        "the object is cached even if an index fails"
+    );
+    assert_eq!(
+        sorted_names(indexer.by_index("fails", "v").unwrap()),
+        ["good"]
+    );
+    assert_eq!(
+        sorted_names(indexer.by_index("panics", "v").unwrap()),
+        ["good"]
+    );
+    assert_eq!(indexer.stats().index_fn_failures, 2);
+    // The writer lock is not poisoned: writes keep working.
+    seed_cache(&indexer, &[cm("good2", 3)]);
+    assert_eq!(indexer.len(), 3);
+}
+
+#[test]
+fn label_selector_through_the_index() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    seed_cache(
+        &indexer,
+        &[
+            cm_labels("a", 1, &[("app", "web"), ("env", "prod")]),
+            cm_labels("b", 2, &[("app", "web"), ("env", "dev")]),
+            cm_labels("c", 3, &[("app", "db")]),
+        ],
+    );
+    let sel: Selector = [
+        Expression::Equal("app".into(), "web".into()),
+        Expression::NotEqual("env".into(), "dev".into()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sorted_names(indexer.list_by_labels(&sel)), ["a"]);
+    let exists: Selector = Expression::DoesNotExist("env".into()).into();
+    assert_eq!(sorted_names(indexer.list_by_labels(&exists)), ["c"]);
+    assert_eq!(
+        sorted_names(indexer.namespaced("ns").list_by_labels(&exists)),
+        ["c"]
+    );
+}
+
+#[test]
+fn a_snapshot_does_not_change_under_writes() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    seed_cache(&indexer, &[cm("a", 1)]);
+    let snap = indexer.snapshot();
+    seed_cache(&indexer, &[cm("a", 2), cm("b", 3)]);
+    indexer.write(|w| w.remove(&key("a")));
+    assert_eq!(snap.len(), 1);
+    assert_eq!(rv(snap.get("ns/a").unwrap()), 1);
+    assert_eq!(snap.by_index(NAMESPACE_INDEX, "ns").unwrap().len(), 1);
+    assert_eq!(indexer.len(), 1);
+    assert!(indexer.snapshot().seq() > snap.seq());
+}

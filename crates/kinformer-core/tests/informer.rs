@@ -1,0 +1,329 @@
+//! Informer behaviours: handlers, registrations, resync, shutdown.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kinformer_core::{EventHandlerFns, SharedIndexInformer};
+
+const T: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ev {
+    Add(String, u64, bool),
+    Update(String, u64, u64),
+    Delete(String, u64, bool),
+}
+
+fn recorder() -> (EventHandlerFns<ConfigMap>, mpsc::Receiver<Ev>) {
+    let (tx, rx) = mpsc::channel();
+    let (tx2, tx3) = (tx.clone(), tx.clone());
+    let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();
+    let h = EventHandlerFns::new()
+        .on_add(move |o, initial| tx.send(Ev::Add(name(o), rv(o), initial)).unwrap())
+        .on_update(move |a, b| tx2.send(Ev::Update(name(b), rv(a), rv(b))).unwrap())
+        .on_delete(move |d| {
+            let o = d.object();
+            tx3.send(Ev::Delete(name(o), rv(o), d.is_tombstone()))
+                .unwrap()
+        });
+    (h, rx)
+}
+
+fn informer() -> SharedIndexInformer<ConfigMap> {
+    SharedIndexInformer::builder()
+        .name("test")
+        .threads(2)
+        .build()
+}
+
+#[test]
+fn add_update_delete_in_order_with_cache_updated_first() {
+    let inf = informer();
+    let indexer = inf.indexer();
+    let (tx, rx) = mpsc::channel();
+    let idx = indexer.clone();
+    inf.add_event_handler(EventHandlerFns::new().on_add(move |o: &Arc<ConfigMap>, _| {
+        // The cache already holds what the handler is told about.
+        let cached = idx.get("ns/a").map(|c| rv(&c));
+        tx.send((rv(o), cached)).unwrap();
+    }))
+    .unwrap();
+    let (h, events) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(cm("a", 1)).unwrap();
+    let (seen, cached) = rx.recv_timeout(T).unwrap();
+    assert_eq!((seen, cached), (1, Some(1)));
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Add("a".into(), 1, false)
+    );
+    inf.queue().update(cm("a", 2)).unwrap();
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Update("a".into(), 1, 2)
+    );
+    inf.queue().delete(cm("a", 3)).unwrap();
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Delete("a".into(), 3, false)
+    );
+    wait_until(T, "delete applied", || indexer.get("ns/a").is_none());
+    inf.shutdown();
+}
+
+#[test]
+fn relist_delivers_tombstones_and_syncs() {
+    let inf = informer();
+    let (h, events) = recorder();
+    let reg = inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.queue()
+        .replace(vec![cm("a", 1), cm("b", 1)], "1")
+        .unwrap();
+    let mut initial = vec![
+        events.recv_timeout(T).unwrap(),
+        events.recv_timeout(T).unwrap(),
+    ];
+    initial.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        initial,
+        vec![Ev::Add("a".into(), 1, true), Ev::Add("b".into(), 1, true)]
+    );
+    wait_until(T, "informer synced", || {
+        inf.has_synced() && reg.has_synced()
+    });
+    // b vanished while disconnected; a is unchanged (same RV → resync-only, not delivered).
+    inf.queue().replace(vec![cm("a", 1)], "5").unwrap();
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Delete("b".into(), 1, true)
+    );
+    assert!(events.recv_timeout(Duration::from_millis(200)).is_err());
+    inf.shutdown();
+}
+
+#[test]
+fn late_handler_registration_replays_the_cache() {
+    let inf = informer();
+    inf.start().unwrap();
+    inf.queue()
+        .replace((0..100).map(|i| cm(&format!("o{i}"), 1)), "1")
+        .unwrap();
+    wait_until(T, "synced", || inf.has_synced());
+    let (h, events) = recorder();
+    let reg = inf.add_event_handler(h).unwrap();
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        match events.recv_timeout(T).unwrap() {
+            Ev::Add(n, 1, true) => names.push(n),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 100);
+    wait_until(T, "registration synced", || reg.has_synced());
+    // Later changes follow the replay.
+    inf.queue().update(cm("o1", 2)).unwrap();
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Update("o1".into(), 1, 2)
+    );
+    inf.shutdown();
+}
+
+#[test]
+fn remove_a_handler_while_active() {
+    let inf = informer();
+    let (h, events) = recorder();
+    let reg = inf.add_event_handler(h).unwrap();
+    let (h2, events2) = recorder();
+    inf.add_event_handler(h2).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(cm("a", 1)).unwrap();
+    assert!(events.recv_timeout(T).is_ok());
+    inf.remove_event_handler(&reg);
+    assert_eq!(inf.metrics().handlers.len(), 1);
+    inf.queue().update(cm("a", 2)).unwrap();
+    assert_eq!(
+        events2.recv_timeout(T).unwrap(),
+        Ev::Add("a".into(), 1, false)
+    );
+    assert_eq!(
+        events2.recv_timeout(T).unwrap(),
+        Ev::Update("a".into(), 1, 2)
+    );
+    // The removed handler's thread is gone: its sender is dropped.
+    assert!(matches!(
+        events.recv_timeout(T),
+        Err(mpsc::RecvTimeoutError::Disconnected)
+    ));
+    inf.shutdown();
+}
+
+#[test]
+fn handler_panics_are_caught_and_counted() {
+    let inf = informer();
+    inf.add_event_handler(EventHandlerFns::new().on_add(|o: &Arc<ConfigMap>, _| {
+        assert_ne!(o.metadata.name.as_deref(), Some("bomb"), "handler bug");
+    }))
+    .unwrap();
+    let (h, events) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.queue().add(cm("bomb", 1)).unwrap();
+    inf.queue().add(cm("fine", 1)).unwrap();
+    let mut got = vec![
+        events.recv_timeout(T).unwrap(),
+        events.recv_timeout(T).unwrap(),
+    ];
+    got.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        got,
+        vec![
+            Ev::Add("bomb".into(), 1, false),
+            Ev::Add("fine".into(), 1, false)
+        ]
+    );
+    wait_until(T, "panic counted", || inf.metrics().handler_panics == 1);
+    // The informer keeps working after the panic.
+    inf.queue().update(cm("fine", 2)).unwrap();
+    assert_eq!(
+        events.recv_timeout(T).unwrap(),
+        Ev::Update("fine".into(), 1, 2)
+    );
+    assert_eq!(inf.indexer().len(), 2);
+    inf.shutdown();
+}
+
+#[test]
+fn per_handler_resync_periods() {
+    let inf = informer();
+    let resyncs_fast = Arc::new(AtomicUsize::new(0));
+    let resyncs_none = Arc::new(AtomicUsize::new(0));
+    let (f, n) = (Arc::clone(&resyncs_fast), Arc::clone(&resyncs_none));
+    inf.add_event_handler_with_resync(
+        EventHandlerFns::new().on_update(move |a: &Arc<ConfigMap>, b: &Arc<ConfigMap>| {
+            if rv(a) == rv(b) {
+                f.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+        Some(Duration::from_secs(1)),
+    )
+    .unwrap();
+    inf.add_event_handler_with_resync(
+        EventHandlerFns::new().on_update(move |_: &Arc<ConfigMap>, _: &Arc<ConfigMap>| {
+            n.fetch_add(1, Ordering::SeqCst);
+        }),
+        None,
+    )
+    .unwrap();
+    inf.start().unwrap();
+    inf.queue()
+        .replace(vec![cm("a", 1), cm("b", 1)], "1")
+        .unwrap();
+    wait_until(T, "two resync rounds", || {
+        resyncs_fast.load(Ordering::SeqCst) >= 4
+    });
+    assert_eq!(
+        resyncs_none.load(Ordering::SeqCst),
+        0,
+        "no resync for a handler without a period"
+    );
+    inf.shutdown();
+}
+
+#[test]
+fn slow_handler_does_not_slow_others_and_backlog_is_bounded() {
+    let inf = informer();
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = parking_lot::Mutex::new(gate_rx);
+    inf.add_event_handler(EventHandlerFns::new().on_add(move |_: &Arc<ConfigMap>, _| {
+        let _ = gate.lock().recv();
+    }))
+    .unwrap();
+    let (h, events) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    for round in 0..50u64 {
+        for i in 0..20 {
+            inf.queue().update(cm(&format!("k{i}"), round + 1)).unwrap();
+        }
+    }
+    // The fast handler sees the final state of every key.
+    let mut last = std::collections::HashMap::new();
+    while last.len() < 20 || last.values().any(|v| *v != 50) {
+        match events.recv_timeout(T).unwrap() {
+            Ev::Add(n, v, _) | Ev::Update(n, _, v) => {
+                last.insert(n, v);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let slow = inf
+        .metrics()
+        .handlers
+        .into_iter()
+        .find(|h| h.delivered == 0 || h.backlog > 0)
+        .unwrap();
+    assert!(
+        slow.backlog <= 20,
+        "backlog coalesces per key: {}",
+        slow.backlog
+    );
+    assert!(slow.oldest_pending_age.is_some());
+    drop(gate_tx);
+    inf.shutdown();
+}
+
+#[test]
+fn start_is_idempotent_and_shutdown_joins_everything() {
+    let inf = informer();
+    let (h, events) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    inf.start().unwrap();
+    inf.queue().add(cm("a", 1)).unwrap();
+    assert!(events.recv_timeout(T).is_ok());
+    inf.shutdown();
+    inf.shutdown();
+    // Every handler thread has exited and dropped its sender.
+    assert!(matches!(
+        events.recv_timeout(T),
+        Err(mpsc::RecvTimeoutError::Disconnected)
+    ));
+    assert!(inf.queue().add(cm("b", 1)).is_err());
+    assert!(inf.start().is_err());
+}
+
+#[test]
+fn transform_strips_fields_before_store_and_handlers() {
+    let inf = SharedIndexInformer::<ConfigMap>::builder()
+        .threads(1)
+        .transform(|mut o| {
+            o.metadata.managed_fields = None;
+            o.data = None;
+            o
+        })
+        .build();
+    let (tx, rx) = mpsc::channel();
+    inf.add_event_handler(
+        EventHandlerFns::new()
+            .on_add(move |o: &Arc<ConfigMap>, _| tx.send(o.data.is_none()).unwrap()),
+    )
+    .unwrap();
+    inf.start().unwrap();
+    let mut obj = cm("a", 1);
+    obj.data = Some([("k".to_string(), "v".to_string())].into());
+    inf.queue().add(obj).unwrap();
+    assert!(rx.recv_timeout(T).unwrap());
+    assert!(inf.indexer().get("ns/a").unwrap().data.is_none());
+    inf.shutdown();
+}

@@ -1,4 +1,5 @@
 //! DeltaFIFO behaviours, named after client-go's delta_fifo tests.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Indexer behaviours: reads, indexes, snapshots.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Informer behaviours: handlers, registrations, resync, shutdown.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

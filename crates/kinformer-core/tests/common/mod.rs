@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub fn rv(o: &ConfigMap) -> u64 {
 }
 
 /// A delta rendered as (type, rv, is tombstone).
-pub fn shape(d: &Delta<ConfigMap>) -> (DeltaType, u64, bool) {
+pub fn shape(d: &Delta<ConfigMap>) -> Shape {
     let tomb = matches!(d, Delta::Deleted(DeletedObject::Unknown(_)));
     (d.kind(), rv(d.object()), tomb)
 }
@@ -58,7 +58,9 @@ pub fn fifo() -> (DeltaFifo<ConfigMap>, Indexer<ConfigMap>) {
 }
 
 /// Pops one key without blocking, marks it done, returns (key, shapes).
-pub fn pop_now(f: &DeltaFifo<ConfigMap>) -> Option<(String, Vec<(DeltaType, u64, bool)>)> {
+pub type Shape = (DeltaType, u64, bool);
+
+pub fn pop_now(f: &DeltaFifo<ConfigMap>) -> Option<(String, Vec<Shape>)> {
     let mut v = f.try_pop_batch(1);
     let p: Popped<ConfigMap> = v.pop()?;
     f.done([(&p.key, p.is_in_initial_list)]);

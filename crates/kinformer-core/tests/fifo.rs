@@ -117,7 +117,7 @@ fn resync_queues_sync_only_for_idle_cached_keys() {
     seed_cache(&indexer, &[cm("idle", 1), cm("busy", 2)]);
     f.update(cm("busy", 3)).unwrap();
     assert_eq!(f.resync(), 1);
-    let mut popped = vec![pop_now(&f).unwrap(), pop_now(&f).unwrap()];
+    let mut popped = [pop_now(&f).unwrap(), pop_now(&f).unwrap()];
     popped.sort();
     assert_eq!(popped[0], ("ns/busy".into(), vec![(Updated, 3, false)]));
     assert_eq!(popped[1], ("ns/idle".into(), vec![(Sync, 1, false)]));

@@ -1,0 +1,120 @@
+//! `kinformer-sim`: serve a simulated Kubernetes API server on a loopback port.
+//!
+//! Fills `--objects` template objects, then prints exactly one line `LISTENING http://ADDR` to
+//! stdout and serves until SIGTERM or ctrl-c.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use kinformer_sim::{FaultSchedule, Sim};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A simulated Kubernetes API server for scale and fault tests.
+#[derive(Debug, Parser)]
+#[command(name = "kinformer-sim", version)]
+struct Args {
+    /// Address to listen on (loopback; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Objects to create before serving.
+    #[arg(long, default_value_t = 0)]
+    objects: usize,
+    /// Resource to fill (plural or kind).
+    #[arg(long, default_value = "pods")]
+    kind: String,
+    /// Namespaces to spread the objects over.
+    #[arg(long, default_value_t = 10)]
+    namespaces: usize,
+    /// Named fault schedule: none, flaky-watch, expire, restarts, slow, throttle, chaos.
+    #[arg(long, default_value = "none")]
+    faults: String,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 60.0)]
+    bookmark_interval: f64,
+    /// Events retained per resource for watch resumption.
+    #[arg(long, default_value_t = 100_000)]
+    history: usize,
+    /// Do not stamp the commit-time annotation on writes.
+    #[arg(long)]
+    no_commit_stamp: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kinformer-sim: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let faults = FaultSchedule::by_name(&args.faults).ok_or_else(|| {
+        format!(
+            "unknown fault schedule {:?}; known: {:?}",
+            args.faults,
+            FaultSchedule::NAMES
+        )
+    })?;
+    let interval = Duration::try_from_secs_f64(args.bookmark_interval.max(0.01))?;
+    let sim = Sim::builder()
+        .history(args.history)
+        .bookmark_interval(interval)
+        .stamp_commit_time(!args.no_commit_stamp)
+        .faults(faults)
+        .build();
+    if args.objects > 0 {
+        let created = sim
+            .handle()
+            .fill(&args.kind, args.objects, args.namespaces)?;
+        tracing::info!(created, kind = %args.kind, "filled");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let running = sim.serve(args.listen).await?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "LISTENING {}", running.base_url())?;
+        out.flush()?;
+        drop(out);
+        shutdown_signal().await;
+        running.shutdown().await;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,42 @@
+//! kinformer-sim: a simulated Kubernetes API server, in memory, for scale and fault tests.
+//!
+//! It speaks the kube-apiserver HTTP/JSON protocol well enough for `kube::Client` and the informer:
+//! LIST with paging and resourceVersion semantics, WATCH with history resumption, bookmarks and
+//! streaming lists, metadata-only representations, writes, `Status` errors — and injects faults on
+//! command. Start one with [`Sim::builder`], fill it in process, then [`Sim::serve`] it.
+//!
+//! Module map:
+//! - [`server`]: builder, serving, handles, background start, fault driver;
+//! - [`store`], [`history`], [`object`]: objects as pre-encoded bytes, the event ring, one RV counter;
+//! - [`routes`], [`params`], [`list`], [`watch`], [`metadata`], [`discovery`]: the API surface;
+//! - [`selector`]: label and field selectors; [`status`]: `Status` errors;
+//! - [`faults`], [`stats`], [`admin`]: faults, counters and the `/__sim/` admin API;
+//! - [`template`], [`churn`]: realistic objects, fill and churn load.
+
+pub mod admin;
+pub mod churn;
+pub mod discovery;
+pub mod faults;
+pub mod history;
+pub mod list;
+pub mod metadata;
+pub mod object;
+pub mod params;
+pub mod resource;
+pub mod routes;
+pub mod selector;
+pub mod server;
+pub mod state;
+pub mod stats;
+pub mod status;
+pub mod store;
+pub mod template;
+pub mod watch;
+
+pub use churn::{ChurnConfig, ChurnReport, ChurnTask};
+pub use faults::{FaultAction, FaultConfig, FaultCounts, FaultSchedule};
+pub use resource::ResourceDef;
+pub use server::{BackgroundSim, RunningSim, Sim, SimBuilder, SimConfig, SimHandle};
+pub use stats::Stats;
+pub use status::ApiError;
+pub use store::COMMIT_ANNOTATION;

@@ -1,0 +1,243 @@
+//! Stored objects: pre-encoded JSON bytes plus the few parsed fields selectors and keys need.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+/// The parsed fields of an object the sim needs without touching its JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjMeta {
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.nodeName` (pods).
+    pub node_name: Option<String>,
+    /// The object's resourceVersion.
+    pub rv: u64,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `metadata.creationTimestamp`.
+    pub created: String,
+    /// Hash of the encoded `spec`, to bump `generation` only on spec changes.
+    pub spec_hash: u64,
+}
+
+impl ObjMeta {
+    /// Extract the fields from a JSON object (resourceVersion unparsed ones count as 0).
+    pub fn from_value(v: &Value) -> Self {
+        let md = v.get("metadata");
+        let s = |k: &str| {
+            md.and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let labels = md
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let node_name = v
+            .get("spec")
+            .and_then(|s| s.get("nodeName"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        ObjMeta {
+            namespace: s("namespace"),
+            name: s("name"),
+            labels,
+            node_name,
+            rv: s("resourceVersion").parse().unwrap_or(0),
+            uid: s("uid"),
+            generation: md
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            created: s("creationTimestamp"),
+            spec_hash: spec_hash(v),
+        }
+    }
+
+    /// The store key: `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> Arc<str> {
+        object_key(&self.namespace, &self.name)
+    }
+}
+
+/// A hash of the object's encoded `spec` (0 when it has none).
+pub fn spec_hash(v: &Value) -> u64 {
+    use std::hash::Hasher;
+    struct HashWriter(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let Some(spec) = v.get("spec") else { return 0 };
+    let mut w = HashWriter(std::collections::hash_map::DefaultHasher::new());
+    if serde_json::to_writer(&mut w, spec).is_err() {
+        return 0;
+    }
+    w.0.finish()
+}
+
+/// The store key of an object: `namespace/name`, or `name` when the namespace is empty.
+pub fn object_key(namespace: &str, name: &str) -> Arc<str> {
+    if namespace.is_empty() {
+        Arc::from(name)
+    } else {
+        Arc::from(format!("{namespace}/{name}"))
+    }
+}
+
+/// One version of an object as stored: encoded once, shared by lists, gets and watch events.
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    /// The object's JSON (no trailing newline).
+    pub bytes: Bytes,
+    /// Parsed fields.
+    pub meta: ObjMeta,
+}
+
+impl StoredObject {
+    /// Parse the stored bytes back into a JSON value.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_slice(&self.bytes)
+    }
+}
+
+/// Run `f` on `metadata`, creating it when missing or not an object.
+pub fn with_metadata<R>(
+    obj: &mut Map<String, Value>,
+    f: impl FnOnce(&mut Map<String, Value>) -> R,
+) -> R {
+    let md = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(m) = md {
+        return f(m);
+    }
+    let mut m = Map::new();
+    let r = f(&mut m);
+    *md = Value::Object(m);
+    r
+}
+
+/// Set one annotation, creating `metadata.annotations` when needed.
+pub fn set_annotation(obj: &mut Map<String, Value>, key: &str, value: String) {
+    with_metadata(obj, |md| {
+        let ann = md
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !ann.is_object() {
+            *ann = Value::Object(Map::new());
+        }
+        if let Value::Object(a) = ann {
+            a.insert(key.to_string(), Value::String(value));
+        }
+    });
+}
+
+/// Apply an RFC 7386 JSON merge patch to `target`.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in patch_map {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+/// Validate a name as a DNS-1123 subdomain; returns the apiserver's message on failure.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or \
+                       '.', and must start and end with an alphanumeric character";
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if name.is_empty() {
+        return Err("Required value: name or generateName is required".into());
+    }
+    if name.len() > 253 {
+        return Err(format!(
+            "Invalid value: \"{name}\": must be no more than 253 characters"
+        ));
+    }
+    let valid = name.chars().all(|c| ok_char(c) || c == '-' || c == '.')
+        && name.chars().next().is_some_and(ok_char)
+        && name.chars().last().is_some_and(ok_char);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("Invalid value: \"{name}\": {MSG}"))
+    }
+}
+
+/// The current wall-clock time as RFC 3339 with second precision, like `creationTimestamp`.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_rfc7386() {
+        let mut t = json!({"a":"b","c":{"d":"e","f":"g"}});
+        merge_patch(&mut t, &json!({"a":"z","c":{"f":null}}));
+        assert_eq!(t, json!({"a":"z","c":{"d":"e"}}));
+    }
+
+    #[test]
+    fn meta_extraction() {
+        let v = json!({"metadata":{"name":"p","namespace":"ns","labels":{"a":"1"},"resourceVersion":"7"},
+            "spec":{"nodeName":"n1"}});
+        let m = ObjMeta::from_value(&v);
+        assert_eq!(m.key().as_ref(), "ns/p");
+        assert_eq!(m.rv, 7);
+        assert_eq!(m.node_name.as_deref(), Some("n1"));
+        assert_eq!(m.labels.get("a").map(String::as_str), Some("1"));
+    }
+
+    #[test]
+    fn names() {
+        assert!(validate_name("a-b.c1").is_ok());
+        assert!(validate_name("Bad_Name").is_err());
+        assert!(validate_name("").is_err());
+    }
+}

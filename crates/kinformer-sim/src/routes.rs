@@ -1,0 +1,390 @@
+//! The Kubernetes API surface: path parsing, verb dispatch, HTTP-level faults.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use serde_json::Value;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::faults::{bump, roll};
+use crate::list::{self, object_body};
+use crate::metadata::Representation;
+use crate::params::{ListParams, parse_rv};
+use crate::resource::ResourceId;
+use crate::selector::Selector;
+use crate::state::SharedRef;
+use crate::status::{ApiError, Reason};
+use crate::watch::{self, Start, WatchRequest};
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 64 << 20;
+
+/// What a resource path names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A collection, optionally in a namespace.
+    Collection {
+        /// The resource.
+        res: ResourceId,
+        /// The namespace from the path.
+        namespace: Option<String>,
+    },
+    /// One object.
+    Object {
+        /// The resource.
+        res: ResourceId,
+        /// The namespace from the path (empty for cluster-scoped).
+        namespace: String,
+        /// The name.
+        name: String,
+    },
+}
+
+/// Parse `/api/v1/...` or `/apis/{group}/{version}/...` into a target; `Ok(None)` for discovery paths.
+pub fn parse_path(shared: &SharedRef, path: &str) -> Result<Option<Target>, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api"] | ["apis"] | ["api", _] | ["apis", _] | ["apis", _, _] => return Ok(None),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::unknown_resource()),
+    };
+    let reg = shared.store.registry();
+    let find = |plural: &str| {
+        reg.find(group, version, plural)
+            .ok_or_else(ApiError::unknown_resource)
+    };
+    let namespaced = |res: ResourceId| reg.get(res).is_some_and(|d| d.namespaced);
+    let target = match rest {
+        [plural] => Target::Collection {
+            res: find(plural)?,
+            namespace: None,
+        },
+        ["namespaces", ns, plural] => {
+            let res = find(plural)?;
+            if !namespaced(res) {
+                return Err(ApiError::unknown_resource());
+            }
+            Target::Collection {
+                res,
+                namespace: Some(ns.to_string()),
+            }
+        }
+        ["namespaces", ns, plural, name] => {
+            let res = find(plural)?;
+            if !namespaced(res) {
+                return Err(ApiError::unknown_resource());
+            }
+            Target::Object {
+                res,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            }
+        }
+        [plural, name] => {
+            let res = find(plural)?;
+            if namespaced(res) {
+                return Err(ApiError::unknown_resource());
+            }
+            Target::Object {
+                res,
+                namespace: String::new(),
+                name: name.to_string(),
+            }
+        }
+        _ => return Err(ApiError::unknown_resource()),
+    };
+    Ok(Some(target))
+}
+
+/// The fallback handler for every Kubernetes API path.
+pub async fn api(State(shared): State<SharedRef>, req: Request) -> Response {
+    shared.counters.requests.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = http_faults(&shared).await {
+        return e.into_response();
+    }
+    let path = req.uri().path().to_string();
+    match parse_path(&shared, &path) {
+        Ok(None) => crate::discovery::handle(&shared, &req),
+        Ok(Some(target)) => dispatch(shared, target, req)
+            .await
+            .unwrap_or_else(IntoResponse::into_response),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Latency, 429 and 500 faults, applied before any API request is handled.
+async fn http_faults(shared: &SharedRef) -> Result<(), ApiError> {
+    let cfg = shared.faults.config();
+    let c = &shared.faults.counters;
+    if cfg.latency_ms > 0 {
+        bump(&c.delayed);
+        tokio::time::sleep(Duration::from_millis(cfg.latency_ms)).await;
+    }
+    if roll(cfg.error_429_fraction) {
+        bump(&c.http_429);
+        return Err(ApiError::too_many_requests(cfg.retry_after_seconds));
+    }
+    if roll(cfg.error_500_fraction) {
+        bump(&c.http_500);
+        return Err(ApiError::internal("injected fault"));
+    }
+    Ok(())
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+async fn read_json(req: Request) -> Result<(Value, String), ApiError> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unable to read request body: {e}")))?;
+    let v = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    Ok((v, ct))
+}
+
+fn check_json_content_type(ct: &str) -> Result<(), ApiError> {
+    if ct.is_empty() || ct.starts_with("application/json") || ct == "*/*" {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Reason::UnsupportedMediaType,
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json ({ct})"
+            ),
+        ))
+    }
+}
+
+async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Response, ApiError> {
+    let repr = Representation::from_headers(req.headers());
+    let method = req.method().clone();
+    match target {
+        Target::Collection { res, namespace } => match method {
+            Method::GET => {
+                let p = ListParams::from_query(req.uri().query())?;
+                if p.watch {
+                    watch_collection(shared, res, namespace, p, repr)
+                } else {
+                    list_collection(shared, res, namespace, p, repr).await
+                }
+            }
+            Method::POST => {
+                let def = shared
+                    .store
+                    .registry()
+                    .get(res)
+                    .cloned()
+                    .ok_or_else(ApiError::unknown_resource)?;
+                if def.namespaced && namespace.is_none() {
+                    return Err(ApiError::method_not_allowed());
+                }
+                let (v, ct) = read_json(req).await?;
+                check_json_content_type(&ct)?;
+                let obj = shared.store.create(res, namespace.as_deref(), v)?;
+                shared.count_write();
+                Ok(json_response(StatusCode::CREATED, object_body(&obj, repr)))
+            }
+            _ => Err(ApiError::method_not_allowed()),
+        },
+        Target::Object {
+            res,
+            namespace,
+            name,
+        } => {
+            let def = shared
+                .store
+                .registry()
+                .get(res)
+                .cloned()
+                .ok_or_else(ApiError::unknown_resource)?;
+            match method {
+                Method::GET => {
+                    let q = req.uri().query().unwrap_or("");
+                    if q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1") {
+                        // Legacy single-object watch: a collection watch with a name field selector.
+                        let mut p = ListParams::from_query(req.uri().query())?;
+                        let f = format!("metadata.name={name}");
+                        p.field_selector = Some(match p.field_selector.take() {
+                            Some(s) if !s.is_empty() => format!("{s},{f}"),
+                            _ => f,
+                        });
+                        let ns = (!namespace.is_empty()).then_some(namespace);
+                        return watch_collection(shared, res, ns, p, repr);
+                    }
+                    let obj = shared
+                        .store
+                        .get(res, &namespace, &name)
+                        .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, &name))?;
+                    Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                }
+                Method::PUT => {
+                    let (v, ct) = read_json(req).await?;
+                    check_json_content_type(&ct)?;
+                    let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+                    let obj = shared.store.update(res, ns, Some(&name), v)?;
+                    shared.count_write();
+                    Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                }
+                Method::PATCH => {
+                    let (v, ct) = read_json(req).await?;
+                    let ct = ct.split(';').next().unwrap_or("").trim().to_string();
+                    if ct != "application/merge-patch+json"
+                        && ct != "application/strategic-merge-patch+json"
+                    {
+                        return Err(ApiError::new(
+                            Reason::UnsupportedMediaType,
+                            format!(
+                                "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json ({ct})"
+                            ),
+                        ));
+                    }
+                    let obj = shared.store.patch(res, &namespace, &name, &v)?;
+                    shared.count_write();
+                    Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                }
+                Method::DELETE => {
+                    let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+                        .await
+                        .map_err(|e| {
+                            ApiError::bad_request(format!("unable to read request body: {e}"))
+                        })?;
+                    let precondition = if body.is_empty() {
+                        None
+                    } else {
+                        let opts: Value = serde_json::from_slice(&body).map_err(|e| {
+                            ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}"))
+                        })?;
+                        let rv = opts
+                            .get("preconditions")
+                            .and_then(|p| p.get("resourceVersion"))
+                            .and_then(Value::as_str);
+                        parse_rv(rv)?
+                    };
+                    let obj = shared.store.delete(res, &namespace, &name, precondition)?;
+                    shared.count_write();
+                    Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                }
+                _ => Err(ApiError::method_not_allowed()),
+            }
+        }
+    }
+}
+
+async fn list_collection(
+    shared: SharedRef,
+    res: ResourceId,
+    namespace: Option<String>,
+    p: ListParams,
+    repr: Representation,
+) -> Result<Response, ApiError> {
+    let def = shared
+        .store
+        .registry()
+        .get(res)
+        .cloned()
+        .ok_or_else(ApiError::unknown_resource)?;
+    let sel = Selector::parse(
+        p.label_selector.as_deref(),
+        p.field_selector.as_deref(),
+        def.supports_node_name(),
+    )
+    .map_err(|e| ApiError::bad_request(e.0))?;
+    let (snap, tok) = list::choose_snapshot(&shared.store, res, &p).await?;
+    let page = list::page(
+        &shared.store,
+        &def,
+        &snap,
+        namespace.as_deref(),
+        &sel,
+        p.limit,
+        tok.as_ref(),
+    );
+    shared.counters.lists.fetch_add(1, Ordering::Relaxed);
+    shared
+        .counters
+        .list_items
+        .fetch_add(page.items.len() as u64, Ordering::Relaxed);
+    let stream = list::body_stream(&def, page, repr);
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+fn watch_collection(
+    shared: SharedRef,
+    res: ResourceId,
+    namespace: Option<String>,
+    p: ListParams,
+    repr: Representation,
+) -> Result<Response, ApiError> {
+    let def = shared
+        .store
+        .registry()
+        .get(res)
+        .cloned()
+        .ok_or_else(ApiError::unknown_resource)?;
+    let selector = Selector::parse(
+        p.label_selector.as_deref(),
+        p.field_selector.as_deref(),
+        def.supports_node_name(),
+    )
+    .map_err(|e| ApiError::bad_request(e.0))?;
+    let rv = parse_rv(p.resource_version.as_deref())?;
+    let start = match (p.send_initial_events, rv) {
+        (Some(true), _) => Start::Initial { end_bookmark: true },
+        (Some(false), None | Some(0)) => Start::Now,
+        (None, None | Some(0)) => Start::Initial {
+            end_bookmark: false,
+        },
+        (_, Some(rv)) => Start::From(rv),
+    };
+    let timeout = p
+        .timeout_seconds
+        .map_or(shared.config.default_watch_timeout, Duration::from_secs);
+    let req = WatchRequest {
+        res,
+        def,
+        namespace,
+        selector,
+        repr,
+        start,
+        bookmarks: p.allow_bookmarks,
+        timeout,
+    };
+    let rx = watch::spawn(shared, req);
+    let stream = ReceiverStream::new(rx).map(Ok::<Bytes, std::io::Error>);
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}

@@ -1,0 +1,306 @@
+//! WATCH: resume from history, initial events, bookmarks, timeouts, selector transitions and
+//! watch faults. Each event line is encoded once (at commit) and shared by all watchers.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::faults::{Control, bump, roll};
+use crate::history::{Event, EventType};
+use crate::metadata::{self, Representation};
+use crate::object::StoredObject;
+use crate::resource::{ResourceDef, ResourceId};
+use crate::selector::Selector;
+use crate::state::SharedRef;
+use crate::status::ApiError;
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Send the current state as `ADDED` events first; `end_bookmark` closes them with the
+    /// `k8s.io/initial-events-end` bookmark (`sendInitialEvents=true`).
+    Initial {
+        /// Whether to send the initial-events-end bookmark.
+        end_bookmark: bool,
+    },
+    /// Only changes after the current resourceVersion.
+    Now,
+    /// Changes after this resourceVersion, replayed from history.
+    From(u64),
+}
+
+/// A validated watch request.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// The resource.
+    pub res: ResourceId,
+    /// Its definition.
+    pub def: ResourceDef,
+    /// Namespace scope, if any.
+    pub namespace: Option<String>,
+    /// Selector.
+    pub selector: Selector,
+    /// Full objects or metadata only.
+    pub repr: Representation,
+    /// Starting point.
+    pub start: Start,
+    /// Send periodic bookmarks.
+    pub bookmarks: bool,
+    /// When to end the watch.
+    pub timeout: Duration,
+}
+
+/// The bookmark watch line at `rv`.
+pub fn bookmark_line(def: &ResourceDef, repr: Representation, rv: u64, initial_end: bool) -> Bytes {
+    let (kind, api_version) = match repr {
+        Representation::Full => (def.kind.clone(), def.api_version()),
+        Representation::Metadata => (
+            "PartialObjectMetadata".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+    };
+    let mut md = serde_json::json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    if initial_end {
+        md["annotations"] = serde_json::json!({"k8s.io/initial-events-end": "true"});
+    }
+    let ev = serde_json::json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": md}});
+    let mut out = serde_json::to_vec(&ev).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+/// The 410 "too old resource version" error.
+pub fn too_old(rv: u64, oldest: u64) -> ApiError {
+    ApiError::expired(format!("too old resource version: {rv} ({oldest})"))
+}
+
+/// Start a watch; returns the receiving end of the body.
+pub fn spawn(shared: SharedRef, req: WatchRequest) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        shared
+            .counters
+            .watches_started
+            .fetch_add(1, Ordering::Relaxed);
+        shared.counters.watches_open.fetch_add(1, Ordering::Relaxed);
+        let mut w = Watcher {
+            shared: shared.clone(),
+            req,
+            tx,
+            last_rv: 0,
+        };
+        if let Err(Closed) = w.run().await {
+            tracing::trace!("watch client went away");
+        }
+        shared.counters.watches_open.fetch_sub(1, Ordering::Relaxed);
+    });
+    rx
+}
+
+/// The client went away or the watch must end.
+struct Closed;
+
+struct Watcher {
+    shared: SharedRef,
+    req: WatchRequest,
+    tx: mpsc::Sender<Bytes>,
+    last_rv: u64,
+}
+
+const BATCH: usize = 64 * 1024;
+
+impl Watcher {
+    async fn send(&self, line: Bytes) -> Result<(), Closed> {
+        self.tx.send(line).await.map_err(|_| Closed)
+    }
+
+    async fn send_error(&self, err: ApiError) -> Result<(), Closed> {
+        self.send(err.to_watch_line()).await
+    }
+
+    fn in_scope(&self, obj: &StoredObject) -> bool {
+        self.req
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| !self.req.def.namespaced || obj.meta.namespace == ns)
+            && self.req.selector.matches(&obj.meta)
+    }
+
+    async fn run(&mut self) -> Result<(), Closed> {
+        let shared = self.shared.clone();
+        let faults = &shared.faults;
+        let mut control = faults.subscribe();
+        if faults.take_expire_next() {
+            bump(&faults.counters.watches_expired);
+            let rv = shared.store.current_rv();
+            return self.send_error(too_old(rv, rv)).await;
+        }
+        let from = match self.req.start {
+            Start::Initial { .. } | Start::Now => None,
+            Start::From(rv) => Some(rv),
+        };
+        let sub = match shared.store.subscribe(self.req.res, from) {
+            Ok(s) => s,
+            Err(e) => {
+                shared
+                    .counters
+                    .watches_too_old
+                    .fetch_add(1, Ordering::Relaxed);
+                return self.send_error(too_old(from.unwrap_or(0), e.oldest)).await;
+            }
+        };
+        let mut rx = sub.rx;
+        self.last_rv = from.unwrap_or(sub.rv);
+        if let (Start::Initial { end_bookmark }, Some(initial)) = (self.req.start, sub.initial) {
+            self.send_initial(&initial).await?;
+            if end_bookmark {
+                self.send(bookmark_line(&self.req.def, self.req.repr, sub.rv, true))
+                    .await?;
+                shared
+                    .counters
+                    .bookmarks_sent
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for ev in &sub.backlog {
+            self.on_event(ev).await?;
+        }
+        let deadline = tokio::time::Instant::now() + self.req.timeout;
+        let mut tick = tokio::time::interval(shared.config.bookmark_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        let mut last_bookmark = self.last_rv;
+        loop {
+            tokio::select! {
+                biased;
+                c = control.recv() => {
+                    match c {
+                        Ok(Control::Close(f)) if roll(f) => {
+                            bump(&faults.counters.watches_closed);
+                            return Ok(());
+                        }
+                        Ok(Control::Expire(f)) if roll(f) => {
+                            bump(&faults.counters.watches_expired);
+                            let rv = shared.store.current_rv();
+                            return self.send_error(too_old(self.last_rv, rv)).await;
+                        }
+                        _ => {}
+                    }
+                }
+                ev = rx.recv() => match ev {
+                    Ok(ev) => self.on_event(&ev).await?,
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        shared.counters.watches_lagged.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(missed = n, "watcher fell behind; closing it with 410");
+                        return self.send_error(ApiError::expired(format!(
+                            "watch closed: client too slow, {n} events behind at resource version {}", self.last_rv
+                        ))).await;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+                _ = tick.tick(), if self.req.bookmarks => {
+                    if let Some(rv) = shared.store.bookmark_rv(&rx) {
+                        let rv = rv.max(self.last_rv);
+                        if rv > last_bookmark {
+                            last_bookmark = rv;
+                            self.send(bookmark_line(&self.req.def, self.req.repr, rv, false)).await?;
+                            shared.counters.bookmarks_sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return Ok(()),
+                _ = self.tx.closed() => return Err(Closed),
+            }
+        }
+    }
+
+    async fn send_initial(&self, initial: &crate::store::ObjectMap) -> Result<(), Closed> {
+        let (lo, hi) = match self.req.namespace.as_deref() {
+            Some(ns) if self.req.def.namespaced => (
+                Bound::Included(format!("{ns}/")),
+                Bound::Excluded(format!("{ns}0")),
+            ),
+            _ => (Bound::Unbounded, Bound::Unbounded),
+        };
+        let mut buf = Vec::with_capacity(BATCH + 8192);
+        let mut count = 0u64;
+        let range = initial.range::<_, str>((
+            lo.as_ref().map(String::as_str),
+            hi.as_ref().map(String::as_str),
+        ));
+        let items: Vec<Arc<StoredObject>> = range
+            .filter(|(_, o)| self.in_scope(o))
+            .map(|(_, o)| o.clone())
+            .collect();
+        for obj in items {
+            buf.extend_from_slice(EventType::Added.line_prefix());
+            match self.req.repr {
+                Representation::Full => buf.extend_from_slice(&obj.bytes),
+                Representation::Metadata => metadata::write_partial(&obj.bytes, &mut buf),
+            }
+            buf.extend_from_slice(crate::history::LINE_SUFFIX);
+            count += 1;
+            if buf.len() >= BATCH {
+                self.send(Bytes::from(std::mem::replace(
+                    &mut buf,
+                    Vec::with_capacity(BATCH + 8192),
+                )))
+                .await?;
+            }
+        }
+        if !buf.is_empty() {
+            self.send(Bytes::from(buf)).await?;
+        }
+        self.shared
+            .counters
+            .events_sent
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_event(&mut self, ev: &Arc<Event>) -> Result<(), Closed> {
+        if ev.rv <= self.last_rv {
+            return Ok(());
+        }
+        self.last_rv = ev.rv;
+        let cur = self.in_scope(&ev.obj);
+        let line = match (ev.ty, ev.prev.as_ref().map(|p| self.in_scope(p))) {
+            (EventType::Modified, Some(false)) if cur => {
+                metadata::typed_line(EventType::Added, &ev.obj.bytes, self.req.repr)
+            }
+            (EventType::Modified, Some(true)) if !cur => {
+                metadata::typed_line(EventType::Deleted, &ev.obj.bytes, self.req.repr)
+            }
+            _ if !cur => return Ok(()),
+            _ => match self.req.repr {
+                Representation::Full => ev.line.clone(),
+                Representation::Metadata => metadata::event_line(ev),
+            },
+        };
+        let faults = &self.shared.faults;
+        let cfg = faults.config();
+        if roll(cfg.malformed_line_fraction) {
+            bump(&faults.counters.malformed_lines);
+            self.send(Bytes::from_static(
+                b"{\"type\":\"MODIFIED\",\"object\":{this is not json}\n",
+            ))
+            .await?;
+            return Err(Closed);
+        }
+        if roll(cfg.truncated_line_fraction) {
+            bump(&faults.counters.truncated_lines);
+            self.send(line.slice(..line.len() / 2)).await?;
+            return Err(Closed);
+        }
+        self.send(line).await?;
+        self.shared
+            .counters
+            .events_sent
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}

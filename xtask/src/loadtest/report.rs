@@ -1,0 +1,105 @@
+//! The load test's figures: a summary table and the JSON document.
+
+use serde::Serialize;
+
+/// Everything a load test measured.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Report {
+    /// "sim", "synthetic" or "kubeconfig".
+    pub source: String,
+    /// Implementation under test ("kinformer" or "kube-rs").
+    pub implementation: String,
+    /// Resource kind.
+    pub kind: String,
+    /// Objects filled before the initial sync.
+    pub objects: usize,
+    /// Informers run side by side.
+    pub informers: usize,
+    /// Handlers per informer.
+    pub handlers: usize,
+    /// Seconds from the start of the list until every informer and handler synced.
+    pub initial_sync_seconds: f64,
+    /// Changes the source made during churn.
+    pub changes_made: u64,
+    /// Changes per second observed by the first handler during churn.
+    pub updates_per_second: f64,
+    /// Source commit → handler call latency, median, microseconds.
+    pub lag_p50_us: u64,
+    /// Source commit → handler call latency, 99th percentile, microseconds.
+    pub lag_p99_us: u64,
+    /// Lister reads per second during churn (all reader threads).
+    pub reads_per_second: f64,
+    /// Peak resident memory of this process.
+    pub peak_rss_bytes: u64,
+    /// Resident memory after the initial sync.
+    pub steady_rss_bytes: u64,
+    /// (steady RSS − RSS before the fill) / objects.
+    pub bytes_per_object: u64,
+    /// CPU seconds (user + system) of this process.
+    pub cpu_seconds: f64,
+    /// Full relists performed.
+    pub relists: u64,
+    /// Watch restarts.
+    pub watch_restarts: u64,
+    /// Faults injected by the source.
+    pub faults_injected: u64,
+    /// Handler panics caught.
+    pub handler_panics: u64,
+    /// True only after every key and resourceVersion of the cache was
+    /// compared with the source.
+    pub cache_matches_source: bool,
+}
+
+impl Report {
+    /// Prints the summary table.
+    pub fn print_table(&self) {
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let rows: Vec<(&str, String)> = vec![
+            ("source", self.source.clone()),
+            ("implementation", self.implementation.clone()),
+            ("kind", self.kind.clone()),
+            ("objects", self.objects.to_string()),
+            (
+                "informers x handlers",
+                format!("{} x {}", self.informers, self.handlers),
+            ),
+            (
+                "initial sync",
+                format!("{:.2} s", self.initial_sync_seconds),
+            ),
+            ("changes made", self.changes_made.to_string()),
+            (
+                "updates/s (handler)",
+                format!("{:.0}", self.updates_per_second),
+            ),
+            (
+                "lag p50 / p99",
+                format!("{} us / {} us", self.lag_p50_us, self.lag_p99_us),
+            ),
+            ("reads/s", format!("{:.0}", self.reads_per_second)),
+            ("peak RSS", format!("{:.1} MiB", mib(self.peak_rss_bytes))),
+            (
+                "steady RSS",
+                format!("{:.1} MiB", mib(self.steady_rss_bytes)),
+            ),
+            ("bytes/object", self.bytes_per_object.to_string()),
+            ("CPU", format!("{:.1} s", self.cpu_seconds)),
+            (
+                "relists / watch restarts",
+                format!("{} / {}", self.relists, self.watch_restarts),
+            ),
+            ("faults injected", self.faults_injected.to_string()),
+            ("handler panics", self.handler_panics.to_string()),
+            (
+                "cache matches source",
+                self.cache_matches_source.to_string(),
+            ),
+        ];
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        println!("{:-<1$}", "", width + 24);
+        for (k, v) in rows {
+            println!("{k:<width$}  {v}");
+        }
+        println!("{:-<1$}", "", width + 24);
+    }
+}

@@ -1,0 +1,266 @@
+//! The synthetic source: an in-process generator feeding the core's
+//! DeltaFIFO directly (no HTTP, no decoding), so the figures are those of
+//! the queue, the pool, the cache and the handlers alone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use indicatif::{ProgressBar, ProgressStyle};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_core::{HandlerRegistration, SharedIndexInformer, builtin_indexers};
+use rand::Rng;
+
+use super::measure::{LagHandler, LagStats, Readers, compare, now_unix_nanos, wait_for};
+use super::pods::{self, key, stamp};
+use super::process::{cpu_seconds, peak_rss_bytes, rss_bytes};
+use super::{LoadtestArgs, Report, TransformArg};
+
+struct Under {
+    informer: SharedIndexInformer<Pod>,
+    handlers: Vec<(Arc<LagStats>, HandlerRegistration<Pod>)>,
+}
+
+fn bar(args: &LoadtestArgs, len: u64, msg: &'static str) -> ProgressBar {
+    if args.quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg:>12} [{bar:40}] {pos}/{len} {elapsed_precise} {per_sec}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_message(msg);
+    pb
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The live objects of the generator, with O(1) random pick and removal.
+struct Live {
+    ids: Vec<usize>,
+    pos: HashMap<usize, usize>,
+}
+
+impl Live {
+    fn insert(&mut self, id: usize) {
+        self.pos.insert(id, self.ids.len());
+        self.ids.push(id);
+    }
+    fn remove_at(&mut self, i: usize) -> usize {
+        let id = self.ids.swap_remove(i);
+        self.pos.remove(&id);
+        if let Some(moved) = self.ids.get(i) {
+            self.pos.insert(*moved, i);
+        }
+        id
+    }
+}
+
+/// Runs the synthetic load test.
+pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
+    let template = pods::template()?;
+    let rss_before = rss_bytes();
+    let cpu_before = cpu_seconds();
+    let under: Vec<Under> = (0..args.informers.max(1))
+        .map(|i| build(args, i))
+        .collect::<anyhow::Result<_>>()?;
+
+    // Fill: generate the objects (not timed as sync).
+    let n = args.objects;
+    let fill = bar(args, n as u64, "fill");
+    let mut truth: HashMap<String, String> = HashMap::with_capacity(n);
+    let mut objects = Vec::with_capacity(n);
+    let mut rv: u64 = 1;
+    for i in 0..n {
+        rv += 1;
+        objects.push(stamp(&template, i, rv, now_unix_nanos()));
+        truth.insert(key(i), rv.to_string());
+        if i % 4096 == 0 {
+            fill.set_position(i as u64);
+        }
+    }
+    fill.finish();
+
+    // Initial sync: one replace per informer, until every handler synced.
+    let sync = bar(args, n as u64, "sync");
+    let t0 = Instant::now();
+    for (i, u) in under.iter().enumerate() {
+        let list = if i + 1 == under.len() {
+            std::mem::take(&mut objects)
+        } else {
+            objects.clone()
+        };
+        u.informer.queue().replace(list, &rv.to_string())?;
+    }
+    let synced = wait_for(Duration::from_secs(600), || {
+        sync.set_position(
+            under[0]
+                .handlers
+                .first()
+                .map_or(0, |h| h.0.events.load(Ordering::Relaxed)),
+        );
+        under
+            .iter()
+            .all(|u| u.informer.has_synced() && u.handlers.iter().all(|(_, r)| r.has_synced()))
+    });
+    let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    sync.finish();
+    if !synced {
+        bail!("initial sync did not finish within 600 s");
+    }
+    let steady_rss = rss_bytes();
+
+    // Churn while readers query the cache.
+    for u in &under {
+        for (s, _) in &u.handlers {
+            s.recording.store(true, Ordering::SeqCst);
+        }
+    }
+    let readers = Readers::start(args.readers, &under[0].informer.indexer(), n, key);
+    let duration = args.churn_duration();
+    let churn = bar(args, duration.as_millis() as u64, "churn ms");
+    let mut live = Live {
+        ids: (0..n).collect(),
+        pos: (0..n).map(|i| (i, i)).collect(),
+    };
+    let mut next_id = n;
+    let mut rng = rand::rng();
+    let mut changes: u64 = 0;
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        for _ in 0..256 {
+            rv += 1;
+            let roll: u32 = rng.random_range(0..100);
+            let (id, op) = if roll < 10 || live.ids.is_empty() {
+                let id = next_id;
+                next_id += 1;
+                live.insert(id);
+                (id, Op::Create)
+            } else if roll < 20 {
+                let at = rng.random_range(0..live.ids.len());
+                (live.remove_at(at), Op::Delete)
+            } else {
+                (live.ids[rng.random_range(0..live.ids.len())], Op::Update)
+            };
+            let mut obj = Some(stamp(&template, id, rv, now_unix_nanos()));
+            match op {
+                Op::Delete => truth.remove(&key(id)),
+                Op::Create | Op::Update => truth.insert(key(id), rv.to_string()),
+            };
+            for (i, u) in under.iter().enumerate() {
+                let Some(o) = (if i + 1 == under.len() {
+                    obj.take()
+                } else {
+                    obj.clone()
+                }) else {
+                    break;
+                };
+                let q = u.informer.queue();
+                match op {
+                    Op::Create => q.add(o)?,
+                    Op::Update => q.update(o)?,
+                    Op::Delete => q.delete(o)?,
+                }
+            }
+            changes += 1;
+        }
+        if args.churn > 0 {
+            let due = Duration::from_secs_f64(changes as f64 / args.churn as f64);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+        churn.set_position(start.elapsed().as_millis() as u64);
+    }
+    churn.finish();
+    let drained = wait_for(Duration::from_secs(300), || {
+        under.iter().all(|u| {
+            let m = u.informer.metrics();
+            m.queue_depth == 0
+                && u.informer.queue().tracked_keys() == 0
+                && m.handlers.iter().all(|h| h.backlog == 0)
+        })
+    });
+    let churn_seconds = start.elapsed().as_secs_f64();
+    let reads = readers.stop();
+    if !drained {
+        bail!("the pipeline did not drain within 300 s after churn");
+    }
+
+    let first = &under[0].handlers[0].0;
+    let recorded = first.recorded.load(Ordering::Relaxed);
+    let (p50, p99) = {
+        let h = first.lag_us.lock();
+        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+    };
+    let mismatches: usize = under
+        .iter()
+        .map(|u| compare(&u.informer.indexer(), &truth))
+        .sum();
+    let handler_panics = under
+        .iter()
+        .map(|u| u.informer.metrics().handler_panics)
+        .sum();
+    for u in &under {
+        u.informer.shutdown();
+    }
+    Ok(Report {
+        source: "synthetic".into(),
+        implementation: "kinformer".into(),
+        kind: args.kind.clone(),
+        objects: n,
+        informers: under.len(),
+        handlers: args.handlers,
+        initial_sync_seconds,
+        changes_made: changes,
+        updates_per_second: recorded as f64 / churn_seconds,
+        lag_p50_us: p50,
+        lag_p99_us: p99,
+        reads_per_second: reads as f64 / churn_seconds,
+        peak_rss_bytes: peak_rss_bytes(),
+        steady_rss_bytes: steady_rss,
+        bytes_per_object: steady_rss.saturating_sub(rss_before) / n.max(1) as u64,
+        cpu_seconds: cpu_seconds() - cpu_before,
+        relists: 0,
+        watch_restarts: 0,
+        faults_injected: 0,
+        handler_panics,
+        cache_matches_source: mismatches == 0,
+    })
+}
+
+fn build(args: &LoadtestArgs, index: usize) -> anyhow::Result<Under> {
+    let mut b = SharedIndexInformer::<Pod>::builder()
+        .name(format!("loadtest-{index}"))
+        .indexers(builtin_indexers());
+    if let Some(t) = args.threads {
+        b = b.threads(t);
+    }
+    if args.transform == TransformArg::StripManagedFields {
+        b = b.transform(|mut p: Pod| {
+            p.metadata.managed_fields = None;
+            p
+        });
+    }
+    let informer = b.build();
+    let handlers = (0..args.handlers.max(1))
+        .map(|_| {
+            let stats = LagStats::new()?;
+            let reg = informer.add_event_handler(LagHandler(Arc::clone(&stats)))?;
+            Ok((stats, reg))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    informer.start()?;
+    Ok(Under { informer, handlers })
+}

@@ -205,7 +205,7 @@ impl Watcher {
                 _ = tick.tick(), if self.req.bookmarks => {
                     if let Some(rv) = shared.store.bookmark_rv(&rx) {
                         let rv = rv.max(self.last_rv);
-                        if rv > last_bookmark {
+                        if rv >= last_bookmark {
                             last_bookmark = rv;
                             self.send(bookmark_line(&self.req.def, self.req.repr, rv, false)).await?;
                             shared.counters.bookmarks_sent.fetch_add(1, Ordering::Relaxed);

@@ -25,8 +25,6 @@ pub struct ObjMeta {
     pub generation: i64,
     /// `metadata.creationTimestamp`.
     pub created: String,
-    /// Hash of the encoded `spec`, to bump `generation` only on spec changes.
-    pub spec_hash: u64,
 }
 
 impl ObjMeta {
@@ -65,7 +63,6 @@ impl ObjMeta {
                 .and_then(Value::as_i64)
                 .unwrap_or(0),
             created: s("creationTimestamp"),
-            spec_hash: spec_hash(v),
         }
     }
 
@@ -75,25 +72,20 @@ impl ObjMeta {
     }
 }
 
-/// A hash of the object's encoded `spec` (0 when it has none).
-pub fn spec_hash(v: &Value) -> u64 {
-    use std::hash::Hasher;
-    struct HashWriter(std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for HashWriter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.write(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+/// Whether the encoded object `old` has a different `spec` than `new` (compared as compact JSON,
+/// which serde_json writes with sorted keys, so equal values encode equally).
+pub fn spec_changed(old: &[u8], new_spec: Option<&Value>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct SpecOnly<'a> {
+        #[serde(borrow)]
+        spec: Option<&'a serde_json::value::RawValue>,
     }
-    let Some(spec) = v.get("spec") else { return 0 };
-    let mut w = HashWriter(std::collections::hash_map::DefaultHasher::new());
-    if serde_json::to_writer(&mut w, spec).is_err() {
-        return 0;
-    }
-    w.0.finish()
+    let old_spec = serde_json::from_slice::<SpecOnly<'_>>(old)
+        .ok()
+        .and_then(|s| s.spec)
+        .map(|r| r.get().to_string());
+    let new_spec = new_spec.and_then(|s| serde_json::to_string(s).ok());
+    old_spec != new_spec
 }
 
 /// The store key of an object: `namespace/name`, or `name` when the namespace is empty.

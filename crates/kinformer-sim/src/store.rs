@@ -80,6 +80,8 @@ struct ResState {
 struct Inner {
     rv: u64,
     res: Vec<ResState>,
+    /// Reused encoding buffer.
+    scratch: Vec<u8>,
 }
 
 /// The in-memory store.
@@ -119,7 +121,11 @@ impl Store {
         Self {
             registry,
             cfg,
-            inner: RwLock::new(Inner { rv: 1, res }),
+            inner: RwLock::new(Inner {
+                rv: 1,
+                res,
+                scratch: Vec::new(),
+            }),
             snapshots: Mutex::new(Vec::new()),
         }
     }
@@ -435,7 +441,8 @@ impl Store {
         if precondition.is_some_and(|rv| rv != old.meta.rv) {
             return Err(ApiError::conflict(&def.plural, &def.group, &meta.name));
         }
-        let generation = old.meta.generation + i64::from(old.meta.spec_hash != meta.spec_hash);
+        let changed = crate::object::spec_changed(&old.bytes, obj.get("spec"));
+        let generation = old.meta.generation + i64::from(changed);
         with_metadata(&mut obj, |md| {
             md.insert("uid".into(), Value::String(old.meta.uid.clone()));
             md.insert(
@@ -555,12 +562,16 @@ impl Store {
             );
         }
         let prefix = ty.line_prefix();
-        let mut buf = Vec::with_capacity(prefix.len() + 4096);
+        let mut buf = std::mem::take(&mut inner.scratch);
+        buf.clear();
         buf.extend_from_slice(prefix);
-        serde_json::to_writer(&mut buf, &obj).map_err(|e| ApiError::internal(e.to_string()))?;
+        let encoded = serde_json::to_writer(&mut buf, &obj);
         let end = buf.len();
         buf.extend_from_slice(LINE_SUFFIX);
-        let line = Bytes::from(buf);
+        // Copy into an exactly-sized buffer: objects live long, the scratch's slack must not.
+        let line = Bytes::copy_from_slice(&buf);
+        inner.scratch = buf;
+        encoded.map_err(|e| ApiError::internal(e.to_string()))?;
         meta.rv = rv;
         let key = meta.key();
         let stored = Arc::new(StoredObject {

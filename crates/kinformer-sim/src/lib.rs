@@ -12,6 +12,17 @@
 //! - [`selector`]: label and field selectors; [`status`]: `Status` errors;
 //! - [`faults`], [`stats`], [`admin`]: faults, counters and the `/__sim/` admin API;
 //! - [`template`], [`churn`]: realistic objects, fill and churn load.
+//!
+//! The `kinformer-sim` binary fills `--objects` objects, prints exactly one line
+//! `LISTENING http://127.0.0.1:PORT` to stdout, and serves until SIGTERM or ctrl-c.
+//!
+//! Admin API (never touched by kube, exempt from injected faults):
+//! - `GET /__sim/stats` — [`Stats`] counters, including [`FaultCounts`];
+//! - `GET /__sim/faults`, `PUT /__sim/faults` — the standing [`FaultConfig`];
+//! - `PUT /__sim/faults/{schedule}` — one of [`FaultSchedule::NAMES`];
+//! - `POST /__sim/faults/actions` — a one-shot [`FaultAction`], e.g. `{"action":"restart"}`;
+//! - `POST /__sim/fill` — `{"kind":"pods","objects":N,"namespaces":K}`, answers when done;
+//! - `POST /__sim/churn` — a [`ChurnConfig`] (`duration_ms`), answers with the [`ChurnReport`].
 
 pub mod admin;
 pub mod churn;

@@ -102,3 +102,28 @@ async fn binary_fills_prints_listening_line_and_serves() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn background_sim_serves_for_non_async_callers() {
+    use std::io::{Read, Write};
+    let bg = kinformer_sim::RunningSim::start_in_background(
+        Sim::builder().build(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(bg.handle().fill("pods", 10, 2).unwrap(), 10);
+    let mut conn = std::net::TcpStream::connect(bg.addr()).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        conn,
+        "GET /api/v1/pods?limit=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    conn.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("\"remainingItemCount\":7"), "{resp}");
+    assert!(bg.base_url().starts_with("http://127.0.0.1:"));
+    bg.shutdown();
+}

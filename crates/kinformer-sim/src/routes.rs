@@ -184,7 +184,7 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
             Method::GET => {
                 let p = ListParams::from_query(req.uri().query())?;
                 if p.watch {
-                    watch_collection(shared, res, namespace, p, repr)
+                    watch_collection(shared, res, namespace, p, repr).await
                 } else {
                     list_collection(shared, res, namespace, p, repr).await
                 }
@@ -230,7 +230,7 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                             _ => f,
                         });
                         let ns = (!namespace.is_empty()).then_some(namespace);
-                        return watch_collection(shared, res, ns, p, repr);
+                        return watch_collection(shared, res, ns, p, repr).await;
                     }
                     let obj = shared
                         .store
@@ -334,7 +334,7 @@ async fn list_collection(
     Ok(resp)
 }
 
-fn watch_collection(
+async fn watch_collection(
     shared: SharedRef,
     res: ResourceId,
     namespace: Option<String>,
@@ -354,6 +354,10 @@ fn watch_collection(
     )
     .map_err(|e| ApiError::bad_request(e.0))?;
     let rv = parse_rv(p.resource_version.as_deref())?;
+    if let Some(rv) = rv.filter(|rv| *rv > 0) {
+        // Like the watch cache: wait (up to 3 s) for a resourceVersion not reached yet.
+        list::wait_for_rv(&shared.store, rv).await?;
+    }
     let start = match (p.send_initial_events, rv) {
         (Some(true), _) => Start::Initial { end_bookmark: true },
         (Some(false), None | Some(0)) => Start::Now,

@@ -165,6 +165,17 @@ async fn bad_resource_version_and_list_options() {
     )
     .await;
     assert_eq!(code, 504, "{body}");
+    assert_status(&body, 504, "Timeout");
+    let (code, _, body) = raw(
+        &client,
+        "GET",
+        "/api/v1/pods?watch=true&resourceVersion=999999",
+        None,
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(code, 504, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

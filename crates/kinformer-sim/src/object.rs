@@ -72,6 +72,17 @@ impl ObjMeta {
     }
 }
 
+/// Re-encode an object with another `metadata.resourceVersion` (rare paths only).
+pub fn with_resource_version(obj: &[u8], rv: u64) -> Option<Bytes> {
+    let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(obj) else {
+        return None;
+    };
+    with_metadata(&mut m, |md| {
+        md.insert("resourceVersion".into(), Value::String(rv.to_string()))
+    });
+    serde_json::to_vec(&m).ok().map(Bytes::from)
+}
+
 /// Whether the encoded object `old` has a different `spec` than `new` (compared as compact JSON,
 /// which serde_json writes with sorted keys, so equal values encode equally).
 pub fn spec_changed(old: &[u8], new_spec: Option<&Value>) -> bool {

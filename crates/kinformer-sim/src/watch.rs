@@ -273,7 +273,14 @@ impl Watcher {
                 metadata::typed_line(EventType::Added, &ev.obj.bytes, self.req.repr)
             }
             (EventType::Modified, Some(true)) if !cur => {
-                metadata::typed_line(EventType::Deleted, &ev.obj.bytes, self.req.repr)
+                // Left the selector: DELETED carrying the previous state at this event's RV,
+                // as the watch cache does.
+                let prev = ev
+                    .prev
+                    .as_ref()
+                    .and_then(|p| crate::object::with_resource_version(&p.bytes, ev.rv));
+                let bytes = prev.unwrap_or_else(|| ev.obj.bytes.clone());
+                metadata::typed_line(EventType::Deleted, &bytes, self.req.repr)
             }
             _ if !cur => return Ok(()),
             _ => match self.req.repr {

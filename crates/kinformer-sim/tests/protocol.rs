@@ -272,7 +272,18 @@ async fn label_and_field_selectors_filter_list_and_watch() {
         let ev = within(stream.try_next()).await.unwrap().unwrap();
         got.push(match ev {
             WatchEvent::Added(p) => format!("ADDED {}", p.metadata.name.unwrap()),
-            WatchEvent::Deleted(p) => format!("DELETED {}", p.metadata.name.unwrap()),
+            WatchEvent::Deleted(p) => {
+                // The previous state (still matching) at the new resourceVersion.
+                assert_eq!(p.metadata.labels.as_ref().unwrap()["app"], "a");
+                assert_eq!(
+                    p.metadata.resource_version.as_deref(),
+                    h.get("pods", "default", "a1")
+                        .unwrap()
+                        .map(|o| o.meta.rv.to_string())
+                        .as_deref()
+                );
+                format!("DELETED {}", p.metadata.name.unwrap())
+            }
             WatchEvent::Modified(p) => format!("MODIFIED {}", p.metadata.name.unwrap()),
             other => format!("{other:?}"),
         });

@@ -30,11 +30,19 @@ type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + 
 /// });
 /// # let _ = by_node;
 /// ```
-pub struct IndexFn<K>(Arc<IndexClosure<K>>);
+pub struct IndexFn<K> {
+    values: Arc<IndexClosure<K>>,
+    unchanged: Option<Arc<SameValues<K>>>,
+}
+
+type SameValues<K> = dyn Fn(&K, &K) -> bool + Send + Sync;
 
 impl<K> Clone for IndexFn<K> {
     fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
+        Self {
+            values: Arc::clone(&self.values),
+            unchanged: self.unchanged.clone(),
+        }
     }
 }
 
@@ -47,7 +55,10 @@ impl<K> fmt::Debug for IndexFn<K> {
 impl<K> IndexFn<K> {
     /// An infallible index function.
     pub fn new(f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(move |k| Ok(f(k))))
+        Self {
+            values: Arc::new(move |k| Ok(f(k))),
+            unchanged: None,
+        }
     }
 
     /// An index function that may fail for some objects. A failing object is
@@ -55,13 +66,31 @@ impl<K> IndexFn<K> {
     pub fn fallible(
         f: impl Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + Sync + 'static,
     ) -> Self {
-        Self(Arc::new(f))
+        Self {
+            values: Arc::new(f),
+            unchanged: None,
+        }
+    }
+
+    /// Adds a cheap test that an update from `old` to `new` (same key)
+    /// cannot change this index's values, so the Indexer skips computing
+    /// them (e.g. "the labels are equal" for a label index). It must never
+    /// answer true when the values could differ.
+    pub fn with_unchanged(mut self, f: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
+        self.unchanged = Some(Arc::new(f));
+        self
+    }
+
+    /// Whether the values of `old` and `new` are known to be equal without
+    /// computing them (see [`IndexFn::with_unchanged`]).
+    pub fn known_unchanged(&self, old: &K, new: &K) -> bool {
+        self.unchanged.as_ref().is_some_and(|f| f(old, new))
     }
 
     /// Computes the sorted, deduplicated values of `obj`. A panic inside the
     /// function is caught and reported as an error.
     pub fn values(&self, obj: &K) -> Result<Vec<String>, IndexFnError> {
-        match catch_unwind(AssertUnwindSafe(|| (self.0)(obj))) {
+        match catch_unwind(AssertUnwindSafe(|| (self.values)(obj))) {
             Ok(Ok(mut values)) => {
                 if values.len() > 1 {
                     values.sort_unstable();
@@ -78,7 +107,8 @@ impl<K> IndexFn<K> {
 impl<K: Resource> IndexFn<K> {
     /// Files objects under their namespace (cluster-scoped objects: no value).
     pub fn namespace() -> Self {
-        Self::new(|obj: &K| obj.meta().namespace.iter().cloned().collect())
+        // The namespace is part of the key: an update never changes it.
+        Self::new(|obj: &K| obj.meta().namespace.iter().cloned().collect()).with_unchanged(|_, _| true)
     }
 
     /// Files objects under `key=value` for each of their labels.
@@ -91,6 +121,7 @@ impl<K: Resource> IndexFn<K> {
                 .map(|(k, v)| label_value(k, v))
                 .collect()
         })
+        .with_unchanged(|old: &K, new: &K| old.meta().labels == new.meta().labels)
     }
 
     /// Files objects under the UID of each of their owner references.
@@ -102,6 +133,11 @@ impl<K: Resource> IndexFn<K> {
                 .flatten()
                 .map(|o| o.uid.clone())
                 .collect()
+        })
+        .with_unchanged(|old: &K, new: &K| {
+            let (a, b) = (&old.meta().owner_references, &new.meta().owner_references);
+            let (a, b) = (a.as_deref().unwrap_or_default(), b.as_deref().unwrap_or_default());
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.uid == y.uid)
         })
     }
 }

@@ -72,6 +72,11 @@ impl<K> WriteBatch<'_, K> {
     fn reindex(&mut self, key: &ObjectKey, old: Option<&K>, new: Option<&K>) {
         let WriterState { master, index_fns } = &mut *self.state;
         for (name, f) in index_fns.iter() {
+            if let (Some(old), Some(new)) = (old, new)
+                && (std::ptr::eq(old, new) || f.known_unchanged(old, new))
+            {
+                continue;
+            }
             let new_values = new
                 .map(|o| values_or_log(f, o, name, key, self.counters))
                 .unwrap_or_default();

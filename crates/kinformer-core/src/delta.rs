@@ -226,8 +226,14 @@ mod tests {
             }
             assert!(d.len() <= 2);
         }
-        // [A1] + D2 → [A1, D2]; + A3 → [D2, A3]; + D4 → [D2]; and so on.
-        assert_eq!(shape(&d), vec![(DeltaType::Deleted, "2".into())]);
+        // [A1] + D2 → [A1, D2]; + A3 → [D2, A3]; + D4 → [D2]; ... + A99 → [D2, A99].
+        assert_eq!(
+            shape(&d),
+            vec![
+                (DeltaType::Deleted, "2".into()),
+                (DeltaType::Added, "99".into())
+            ]
+        );
         d.push(Delta::Added(cm("100")));
         assert_eq!(
             shape(&d),

@@ -108,7 +108,8 @@ impl<K: Resource> IndexFn<K> {
     /// Files objects under their namespace (cluster-scoped objects: no value).
     pub fn namespace() -> Self {
         // The namespace is part of the key: an update never changes it.
-        Self::new(|obj: &K| obj.meta().namespace.iter().cloned().collect()).with_unchanged(|_, _| true)
+        Self::new(|obj: &K| obj.meta().namespace.iter().cloned().collect())
+            .with_unchanged(|_, _| true)
     }
 
     /// Files objects under `key=value` for each of their labels.
@@ -136,7 +137,10 @@ impl<K: Resource> IndexFn<K> {
         })
         .with_unchanged(|old: &K, new: &K| {
             let (a, b) = (&old.meta().owner_references, &new.meta().owner_references);
-            let (a, b) = (a.as_deref().unwrap_or_default(), b.as_deref().unwrap_or_default());
+            let (a, b) = (
+                a.as_deref().unwrap_or_default(),
+                b.as_deref().unwrap_or_default(),
+            );
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.uid == y.uid)
         })
     }

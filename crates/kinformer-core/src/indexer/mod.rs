@@ -177,14 +177,24 @@ impl<K> Indexer<K> {
             state: &mut state,
             counters: &self.shared.counters,
         });
+        let (seq, previous) = self.publish(&mut state);
+        drop(state);
+        // Freeing the nodes only the previous snapshot held happens outside
+        // the writer lock, so another writer can proceed meanwhile.
+        drop(previous);
+        (result, seq)
+    }
+
+    /// Publishes the master copy as the new snapshot; returns its sequence
+    /// number and the previous snapshot (for the caller to drop unlocked).
+    fn publish(&self, state: &mut WriterState<K>) -> (u64, Arc<Snapshot<K>>) {
         state.master.seq += 1;
-        let seq = state.master.seq;
-        self.shared.current.store(Arc::new(state.master.clone()));
+        let previous = self.shared.current.swap(Arc::new(state.master.clone()));
         self.shared
             .counters
             .publishes
             .fetch_add(1, Ordering::Relaxed);
-        (result, seq)
+        (state.master.seq, previous)
     }
 
     /// Runs `f` with the writer lock held and the current master snapshot:
@@ -217,12 +227,9 @@ impl<K> Indexer<K> {
             state.master.indices.insert(Arc::clone(&name), index);
             state.index_fns.push((name, f));
         }
-        state.master.seq += 1;
-        self.shared.current.store(Arc::new(state.master.clone()));
-        self.shared
-            .counters
-            .publishes
-            .fetch_add(1, Ordering::Relaxed);
+        let (_, previous) = self.publish(&mut state);
+        drop(state);
+        drop(previous);
         Ok(())
     }
 }

@@ -2,7 +2,11 @@
 //!
 //! - `cargo xtask test`: the whole test suite (the README's test command).
 //! - `cargo xtask loadtest`: fill, sync, churn and verify an informer at scale.
+//! - `cargo xtask apiserver build|start|stop|env`: upstream kube-apiserver + etcd for e2e tests.
+//! - `cargo xtask e2e`: the end-to-end suite against that real kube-apiserver.
 
+mod apiserver;
+mod e2e;
 mod loadtest;
 mod test;
 
@@ -25,6 +29,10 @@ enum Command {
     Test(test::TestArgs),
     /// Load-test the informer stack and report figures.
     Loadtest(loadtest::LoadtestArgs),
+    /// Build, start, stop the upstream kube-apiserver and etcd used by the e2e suite.
+    Apiserver(apiserver::ApiserverArgs),
+    /// Run the end-to-end suite against a real kube-apiserver (started and stopped here).
+    E2e(e2e::E2eArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +45,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Test(args) => test::run(&args),
         Command::Loadtest(args) => loadtest::run(&args),
+        Command::Apiserver(args) => apiserver::run(&args),
+        Command::E2e(args) => e2e::run(&args),
     }
 }

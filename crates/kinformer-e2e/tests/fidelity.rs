@@ -1,0 +1,726 @@
+//! Simulator fidelity: one scenario list, run against the real kube-apiserver (through the
+//! kubeconfig `cargo xtask e2e` provides) and against an in-process kinformer-sim; what a client
+//! sees is normalized (no timestamps, uids, exact resourceVersions or numbers in messages) and
+//! must be equal. Differences that cannot be fixed in the sim are listed in docs/testing.md and
+//! normalized away here, each with its reason.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kinformer_e2e::{
+    RawResponse, compact_etcd, ensure_namespace, log_hint, raw, raw_with_headers, real_client,
+    sim_client, unique, watch, watch_list_enabled,
+};
+use kinformer_sim::{FaultAction, RunningSim, Sim};
+use kube::Client;
+use serde_json::{Map, Value, json};
+
+const META_ACCEPT: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+const META_LIST_ACCEPT: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+/// One server under test, with a fresh namespace.
+struct Side {
+    name: &'static str,
+    client: Client,
+    ns: String,
+    sim: Option<RunningSim>,
+}
+
+impl Side {
+    async fn real() -> Self {
+        let client = real_client(false).await.unwrap();
+        let ns = unique("fidelity");
+        ensure_namespace(&client, &ns).await.unwrap();
+        Self {
+            name: "kube-apiserver",
+            client,
+            ns,
+            sim: None,
+        }
+    }
+
+    async fn sim() -> Self {
+        let (sim, client) = sim_client(Sim::builder()).await.unwrap();
+        let ns = unique("fidelity");
+        ensure_namespace(&client, &ns).await.unwrap();
+        Self {
+            name: "kinformer-sim",
+            client,
+            ns,
+            sim: Some(sim),
+        }
+    }
+
+    /// `/api/v1/namespaces/{ns}/{resource}`.
+    fn path(&self, resource: &str) -> String {
+        format!("/api/v1/namespaces/{}/{resource}", self.ns)
+    }
+
+    async fn req(&self, method: &str, path: &str, body: Option<&Value>) -> RawResponse {
+        raw(&self.client, method, path, body, None).await.unwrap()
+    }
+
+    async fn req_accept(&self, method: &str, path: &str, accept: &str) -> RawResponse {
+        raw(&self.client, method, path, None, Some(accept))
+            .await
+            .unwrap()
+    }
+
+    /// Make every resourceVersion before now unusable for LIST (and continue tokens): etcd
+    /// compaction on the real server, a "restart" (history dropped) on the sim.
+    async fn expire_history(&self) {
+        match &self.sim {
+            Some(sim) => sim.handle().trigger(FaultAction::Restart),
+            None => {
+                compact_etcd().await.unwrap();
+            }
+        }
+    }
+
+    async fn create_cm(&self, name: &str, labels: Value) -> RawResponse {
+        self.req("POST", &self.path("configmaps"), Some(&cm(name, labels)))
+            .await
+    }
+}
+
+fn cm(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+/// Run `scenario` on both servers and require equal observations.
+async fn compare<F>(name: &str, scenario: F)
+where
+    F: for<'a> Fn(&'a Side) -> BoxFuture<'a, Value>,
+{
+    let real = Side::real().await;
+    let sim = Side::sim().await;
+    let a = rank_rvs(scenario(&real).await);
+    let b = rank_rvs(scenario(&sim).await);
+    if a != b {
+        let (pa, pb) = (pretty(&a), pretty(&b));
+        let mut diff = String::new();
+        for (la, lb) in pa.lines().zip(pb.lines()) {
+            if la != lb {
+                diff.push_str(&format!("- {}: {la}\n+ {}: {lb}\n", real.name, sim.name));
+            }
+        }
+        panic!(
+            "scenario {name}: kinformer-sim differs from kube-apiserver\nfirst differing lines:\n{diff}\n\
+             --- {} ---\n{pa}\n--- {} ---\n{pb}\n{}",
+            real.name,
+            sim.name,
+            log_hint()
+        );
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap()
+}
+
+/// Replace every `"RV:<n>"` string by `"RV#k"`, k its rank among the distinct values: relations
+/// between resourceVersions stay, their values go.
+fn rank_rvs(v: Value) -> Value {
+    fn collect(v: &Value, out: &mut BTreeSet<u64>) {
+        match v {
+            Value::String(s) => {
+                if let Some(n) = s.strip_prefix("RV:").and_then(|n| n.parse().ok()) {
+                    out.insert(n);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+            Value::Object(o) => o.values().for_each(|x| collect(x, out)),
+            _ => {}
+        }
+    }
+    fn replace(v: Value, ranks: &[u64]) -> Value {
+        match v {
+            Value::String(s) => match s.strip_prefix("RV:").and_then(|n| n.parse::<u64>().ok()) {
+                Some(n) => Value::String(format!(
+                    "RV#{}",
+                    ranks.iter().position(|r| *r == n).unwrap_or(0) + 1
+                )),
+                None => Value::String(s),
+            },
+            Value::Array(a) => Value::Array(a.into_iter().map(|x| replace(x, ranks)).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, x)| (k, replace(x, ranks))).collect())
+            }
+            other => other,
+        }
+    }
+    let mut set = BTreeSet::new();
+    collect(&v, &mut set);
+    let ranks: Vec<u64> = set.into_iter().collect();
+    replace(v, &ranks)
+}
+
+/// A resourceVersion, marked for [`rank_rvs`].
+fn rv_mark(v: &Value) -> Value {
+    match v.as_str() {
+        Some(s) if !s.is_empty() => Value::String(format!("RV:{s}")),
+        _ => v.clone(),
+    }
+}
+
+/// Digits replaced by `N`: messages compared without their numbers.
+fn no_digits(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut last_digit = false;
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            if !last_digit {
+                out.push('N');
+            }
+            last_digit = true;
+        } else {
+            out.push(c);
+            last_digit = false;
+        }
+    }
+    out
+}
+
+/// A `Status` body, normalized: messages without numbers, causes without their prose.
+fn status(v: &Value) -> Value {
+    let mut out = Map::new();
+    for k in ["kind", "apiVersion", "status", "reason", "code"] {
+        if let Some(x) = v.get(k) {
+            out.insert(k.into(), x.clone());
+        }
+    }
+    if let Some(m) = v.get("message").and_then(Value::as_str) {
+        out.insert("message".into(), no_digits(m).into());
+    }
+    if let Some(md) = v.get("metadata").and_then(Value::as_object) {
+        let keys: Vec<&String> = md.keys().collect();
+        out.insert("metadata-keys".into(), json!(keys));
+    }
+    if let Some(d) = v.get("details").and_then(Value::as_object) {
+        let mut dd = Map::new();
+        for (k, x) in d {
+            match k.as_str() {
+                "causes" => {
+                    let causes: Vec<Value> = x
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|c| json!({"reason": c.get("reason"), "field": c.get("field")}))
+                        .collect();
+                    dd.insert("causes".into(), Value::Array(causes));
+                }
+                "uid" => {
+                    dd.insert("uid".into(), "<uid>".into());
+                }
+                _ => {
+                    dd.insert(k.clone(), x.clone());
+                }
+            }
+        }
+        out.insert("details".into(), Value::Object(dd));
+    }
+    Value::Object(out)
+}
+
+/// An answer expected to be a `Status`: code, content type and normalized body.
+fn status_answer(r: &RawResponse) -> Value {
+    json!({
+        "http": r.status,
+        "content-type": r.content_type(),
+        "body": r.json().map(|v| status(&v)).unwrap_or_else(|_| json!({"not-json": r.text()})),
+    })
+}
+
+/// An object's shape: kind, apiVersion, metadata keys and the stable metadata values.
+fn shape(v: &Value) -> Value {
+    let md = v.get("metadata").cloned().unwrap_or(Value::Null);
+    let mut md_keys: Vec<String> = md
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    md_keys.sort();
+    let mut top: Vec<String> = v
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    top.sort();
+    json!({
+        "keys": top,
+        "kind": v.get("kind"),
+        "apiVersion": v.get("apiVersion"),
+        "metadata-keys": md_keys,
+        "name": md.get("name"),
+        "namespace": md.get("namespace"),
+        "labels": md.get("labels"),
+        "annotations": md.get("annotations"),
+        "resourceVersion": md.get("resourceVersion").map(rv_mark),
+        "data": v.get("data"),
+    })
+}
+
+/// A list page's shape: envelope, continue/remaining and the items' names (and shapes).
+fn list_shape(r: &RawResponse) -> Value {
+    if r.status != 200 {
+        return status_answer(r);
+    }
+    let v = r.json().unwrap();
+    let md = &v["metadata"];
+    let items: Vec<Value> = v["items"].as_array().cloned().unwrap_or_default();
+    json!({
+        "http": r.status,
+        "kind": v.get("kind"),
+        "apiVersion": v.get("apiVersion"),
+        "metadata-keys": md.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()),
+        "resourceVersion": md.get("resourceVersion").map(rv_mark),
+        "has-continue": md.get("continue").and_then(Value::as_str).is_some_and(|c| !c.is_empty()),
+        "remainingItemCount": md.get("remainingItemCount"),
+        "names": items.iter().map(|i| i["metadata"]["name"].clone()).collect::<Vec<_>>(),
+        "item-shapes": items.iter().map(shape).collect::<Vec<_>>(),
+    })
+}
+
+fn continue_of(r: &RawResponse) -> String {
+    r.json().unwrap()["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn rv_of(r: &RawResponse) -> String {
+    r.json().unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A watch event, normalized: type and the object's shape (or normalized Status).
+fn event(e: &Value) -> Value {
+    let obj = &e["object"];
+    let body = if e["type"] == "ERROR" {
+        status(obj)
+    } else {
+        shape(obj)
+    };
+    json!({"type": e["type"], "object": body})
+}
+
+fn enc(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D")
+        .replace(',', "%2C")
+        .replace('!', "%21")
+}
+
+macro_rules! fidelity {
+    ($(#[$m:meta])* $name:ident, |$side:ident| $body:block) => {
+        $(#[$m])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+        async fn $name() {
+            async fn scenario($side: &Side) -> Value $body
+            compare(stringify!($name), |s| Box::pin(scenario(s))).await;
+        }
+    };
+}
+
+fidelity!(
+    /// 404s: a missing object (GET, PUT, DELETE), an unknown resource.
+    not_found,
+    |s| {
+        let cms = s.path("configmaps");
+        let get = s.req("GET", &format!("{cms}/missing"), None).await;
+        let put = s
+            .req("PUT", &format!("{cms}/missing"), Some(&cm("missing", json!({}))))
+            .await;
+        let del = s.req("DELETE", &format!("{cms}/missing"), None).await;
+        let unknown = s.req("GET", &s.path("foos"), None).await;
+        let unknown_group = s.req("GET", "/apis/nope.example.com/v1/foos", None).await;
+        json!({
+            "get": status_answer(&get),
+            "put": status_answer(&put),
+            "delete": status_answer(&del),
+            "unknown-resource": status_answer(&unknown),
+            "unknown-group": status_answer(&unknown_group),
+        })
+    }
+);
+
+fidelity!(
+    /// 409s: create twice, stale PUT, stale delete precondition; the objects written.
+    conflicts,
+    |s| {
+        let cms = s.path("configmaps");
+        let a = format!("{cms}/a");
+        let created = s.create_cm("a", json!({"x": "1"})).await;
+        let again = s.create_cm("a", json!({"x": "1"})).await;
+        let mut obj = created.json().unwrap();
+        let stale = obj.clone();
+        obj["data"]["k"] = json!("v2");
+        let updated = s.req("PUT", &a, Some(&obj)).await;
+        let mut stale_put = stale.clone();
+        stale_put["data"]["k"] = json!("v3");
+        let conflict = s.req("PUT", &a, Some(&stale_put)).await;
+        let mut unconditional = stale.clone();
+        unconditional["metadata"]["resourceVersion"] = json!("");
+        unconditional["data"]["k"] = json!("v4");
+        let forced = s.req("PUT", &a, Some(&unconditional)).await;
+        let stale_rv = stale["metadata"]["resourceVersion"].clone();
+        let del_opts = json!({"apiVersion": "v1", "kind": "DeleteOptions",
+            "preconditions": {"resourceVersion": stale_rv}});
+        let stale_delete = s.req("DELETE", &a, Some(&del_opts)).await;
+        let deleted = s.req("DELETE", &a, None).await;
+        json!({
+            "create": {"http": created.status, "object": shape(&created.json().unwrap())},
+            "create-again": status_answer(&again),
+            "update": {"http": updated.status, "object": shape(&updated.json().unwrap())},
+            "stale-update": status_answer(&conflict),
+            "unconditional-update": {"http": forced.status, "object": shape(&forced.json().unwrap())},
+            "stale-delete": status_answer(&stale_delete),
+            "delete": {"http": deleted.status, "object": shape(&deleted.json().unwrap())},
+        })
+    }
+);
+
+fidelity!(
+    /// 400/415/422: invalid names, missing names, namespace mismatch, bad JSON, bad media type.
+    invalid_writes,
+    |s| {
+        let cms = s.path("configmaps");
+        let bad_name = s.create_cm("Bad_Name", json!({})).await;
+        let no_name = s
+            .req("POST", &cms, Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})))
+            .await;
+        let mut other_ns = cm("c", json!({}));
+        other_ns["metadata"]["namespace"] = json!("elsewhere");
+        let mismatch = s.req("POST", &cms, Some(&other_ns)).await;
+        let not_json = raw_with_headers(
+            &s.client,
+            "POST",
+            &cms,
+            Some(&json!("not an object")),
+            &[],
+        )
+        .await
+        .unwrap();
+        let media = raw_with_headers(
+            &s.client,
+            "POST",
+            &cms,
+            Some(&cm("m", json!({}))),
+            &[("content-type", "text/plain")],
+        )
+        .await
+        .unwrap();
+        json!({
+            "bad-name": status_answer(&bad_name),
+            "no-name": status_answer(&no_name),
+            "namespace-mismatch": status_answer(&mismatch),
+            "not-an-object": status_answer(&not_json),
+            "media-type": status_answer(&media),
+        })
+    }
+);
+
+fidelity!(
+    /// 405s: verbs a path does not serve.
+    method_not_allowed,
+    |s| {
+        let cms = s.path("configmaps");
+        let put_collection = s.req("PUT", &cms, Some(&cm("x", json!({})))).await;
+        let post_object = s.req("POST", &format!("{cms}/x"), Some(&cm("x", json!({})))).await;
+        let post_all_namespaces = s
+            .req("POST", "/api/v1/configmaps", Some(&cm("x", json!({}))))
+            .await;
+        json!({
+            "put-collection": status_answer(&put_collection),
+            "post-object": status_answer(&post_object),
+            "post-all-namespaces": status_answer(&post_all_namespaces),
+        })
+    }
+);
+
+fidelity!(
+    /// Bad LIST/WATCH parameters.
+    invalid_list_params,
+    |s| {
+        let cms = s.path("configmaps");
+        let mut out = Map::new();
+        for q in [
+            "resourceVersion=abc",
+            "limit=abc",
+            "resourceVersionMatch=Exact",
+            "resourceVersionMatch=Bogus&resourceVersion=1",
+            "resourceVersionMatch=Exact&resourceVersion=0",
+            "continue=garbage!",
+            "sendInitialEvents=true",
+            "watch=true&sendInitialEvents=true",
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            "watch=true&resourceVersionMatch=NotOlderThan",
+        ] {
+            let r = s.req("GET", &format!("{cms}?{q}"), None).await;
+            out.insert(q.into(), status_answer(&r));
+        }
+        Value::Object(out)
+    }
+);
+
+fidelity!(
+    /// `limit`/`continue`: page sizes, remainingItemCount, the first page's resourceVersion on
+    /// every page, a write between pages not showing, selectors dropping remainingItemCount.
+    list_paging,
+    |s| {
+        let cms = s.path("configmaps");
+        for i in 0..5 {
+            let r = s
+                .create_cm(&format!("c{i}"), json!({"parity": if i % 2 == 0 { "even" } else { "odd" }}))
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text());
+        }
+        let p1 = s.req("GET", &format!("{cms}?limit=2"), None).await;
+        s.create_cm("c9", json!({"parity": "odd"})).await;
+        let t1 = continue_of(&p1);
+        let p2 = s.req("GET", &format!("{cms}?limit=2&continue={}", enc(&t1)), None).await;
+        let t2 = continue_of(&p2);
+        let p3 = s.req("GET", &format!("{cms}?limit=2&continue={}", enc(&t2)), None).await;
+        let fresh = s.req("GET", &cms, None).await;
+        let sel = s
+            .req("GET", &format!("{cms}?limit=2&labelSelector={}", enc("parity=even")), None)
+            .await;
+        let sel2 = s
+            .req(
+                "GET",
+                &format!("{cms}?limit=2&labelSelector={}&continue={}", enc("parity=even"), enc(&continue_of(&sel))),
+                None,
+            )
+            .await;
+        let rv0 = s.req("GET", &format!("{cms}?limit=2&resourceVersion=0"), None).await;
+        let exact = s
+            .req(
+                "GET",
+                &format!("{cms}?limit=2&resourceVersion={}&resourceVersionMatch=Exact", rv_of(&p1)),
+                None,
+            )
+            .await;
+        let continue_with_rv = s
+            .req("GET", &format!("{cms}?limit=2&continue={}&resourceVersion=5", enc(&t1)), None)
+            .await;
+        json!({
+            "page1": list_shape(&p1),
+            "page2": list_shape(&p2),
+            "page3": list_shape(&p3),
+            "fresh": list_shape(&fresh),
+            "selector-page1": list_shape(&sel),
+            "selector-page2": list_shape(&sel2),
+            "rv0-limit": list_shape(&rv0),
+            "exact-rv-page1": list_shape(&exact),
+            "continue-with-rv": status_answer(&continue_with_rv),
+        })
+    }
+);
+
+fidelity!(
+    /// 410: LIST at a compacted resourceVersion, an expired continue token (HTTP), a watch from a
+    /// resourceVersion older than the server's window (ERROR event).
+    too_old_resource_versions,
+    |s| {
+        let cms = s.path("configmaps");
+        for i in 0..3 {
+            s.create_cm(&format!("o{i}"), json!({})).await;
+        }
+        let first = s.req("GET", &format!("{cms}?limit=1"), None).await;
+        let old_rv = rv_of(&first);
+        let token = continue_of(&first);
+        s.create_cm("later", json!({})).await;
+        s.expire_history().await;
+        // Let the compaction reach the apiserver's etcd client.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let exact = s
+            .req(
+                "GET",
+                &format!("{cms}?resourceVersion={old_rv}&resourceVersionMatch=Exact"),
+                None,
+            )
+            .await;
+        let cont = s.req("GET", &format!("{cms}?limit=1&continue={}", enc(&token)), None).await;
+        // A continue token handed back with the 410, if any, continues at the latest state.
+        let cont_body = cont.json().unwrap_or(Value::Null);
+        let fallback = match cont_body["metadata"]["continue"].as_str() {
+            Some(t) if !t.is_empty() => {
+                let r = s.req("GET", &format!("{cms}?limit=10&continue={}", enc(t)), None).await;
+                list_shape(&r)
+            }
+            _ => Value::Null,
+        };
+        let w = watch(
+            &s.client,
+            &format!("{cms}?watch=true&resourceVersion=1"),
+            None,
+            Duration::from_secs(5),
+            |e| e["type"] == "ERROR",
+        )
+        .await
+        .unwrap();
+        json!({
+            "list-exact-compacted": status_answer(&exact),
+            "expired-continue": status_answer(&cont),
+            "inconsistent-continue": fallback,
+            "watch-too-old": {
+                "http": w.status,
+                "events": w.events.iter().map(event).collect::<Vec<_>>(),
+            },
+        })
+    }
+);
+
+fidelity!(
+    /// Streaming list (`sendInitialEvents=true`): initial ADDED events, then the bookmark with the
+    /// `k8s.io/initial-events-end` annotation and nothing but apiVersion, kind and
+    /// metadata.resourceVersion (+ that annotation); also metadata-only.
+    watch_list_bookmark,
+    |s| {
+        if !watch_list_enabled() {
+            // The real server forbids sendInitialEvents with the WatchList gate off (422); the sim
+            // always serves it. Nothing to compare.
+            return json!("skipped: WatchList is off");
+        }
+        let cms = s.path("configmaps");
+        for n in ["b1", "b2"] {
+            s.create_cm(n, json!({})).await;
+        }
+        let list_rv = rv_of(&s.req("GET", &cms, None).await);
+        let q = "watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+        let full = watch(&s.client, &format!("{cms}?{q}"), None, Duration::from_secs(10), |e| {
+            e["type"] == "BOOKMARK"
+        })
+        .await
+        .unwrap();
+        let meta = watch(
+            &s.client,
+            &format!("{cms}?{q}"),
+            Some(META_ACCEPT),
+            Duration::from_secs(10),
+            |e| e["type"] == "BOOKMARK",
+        )
+        .await
+        .unwrap();
+        let with_rv = watch(
+            &s.client,
+            &format!("{cms}?{q}&resourceVersion={list_rv}"),
+            None,
+            Duration::from_secs(10),
+            |e| e["type"] == "BOOKMARK",
+        )
+        .await
+        .unwrap();
+        let raw_bookmark = |w: &kinformer_e2e::WatchOutcome| {
+            let mut b = w.events.last().cloned().unwrap_or(Value::Null);
+            if let Some(rv) = b.pointer_mut("/object/metadata/resourceVersion") {
+                // The bookmark's RV is at least the list's.
+                let n: u64 = rv.as_str().unwrap_or("0").parse().unwrap_or(0);
+                let l: u64 = list_rv.parse().unwrap_or(0);
+                *rv = json!(if n >= l { "at-or-after-list-rv" } else { "before-list-rv" });
+            }
+            b
+        };
+        json!({
+            "full": {"http": full.status, "events": full.events.iter().map(event).collect::<Vec<_>>()},
+            "full-bookmark-exact": raw_bookmark(&full),
+            "metadata": {"http": meta.status, "events": meta.events.iter().map(event).collect::<Vec<_>>()},
+            "metadata-bookmark-exact": raw_bookmark(&meta),
+            "from-list-rv": {"http": with_rv.status, "events": with_rv.events.iter().map(event).collect::<Vec<_>>()},
+        })
+    }
+);
+
+fidelity!(
+    /// Watch replay from a resourceVersion: ADDED/MODIFIED/DELETED in commit order with the
+    /// resourceVersions the writes returned; the DELETE answer's RV is the DELETED event's.
+    resource_version_ordering,
+    |s| {
+        let cms = s.path("configmaps");
+        let start_rv = rv_of(&s.req("GET", &cms, None).await);
+        let a = s.create_cm("a", json!({})).await.json().unwrap();
+        let b = s.create_cm("b", json!({})).await.json().unwrap();
+        let mut a2 = a.clone();
+        a2["data"]["k"] = json!("v2");
+        let a2 = s.req("PUT", &format!("{cms}/a"), Some(&a2)).await.json().unwrap();
+        let b2 = raw_with_headers(
+            &s.client,
+            "PATCH",
+            &format!("{cms}/b"),
+            Some(&json!({"metadata": {"labels": {"p": "1"}}})),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+        let del = s.req("DELETE", &format!("{cms}/a"), None).await.json().unwrap();
+        let list = s.req("GET", &cms, None).await;
+        let get_b = s.req("GET", &format!("{cms}/b"), None).await.json().unwrap();
+        let w = watch(
+            &s.client,
+            &format!("{cms}?watch=true&resourceVersion={start_rv}"),
+            None,
+            Duration::from_secs(5),
+            |e| e["type"] == "DELETED",
+        )
+        .await
+        .unwrap();
+        let rvs: Vec<u64> = [&a, &b, &a2, &b2, &del]
+            .iter()
+            .map(|o| o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap())
+            .collect();
+        let list_rv: u64 = rv_of(&list).parse().unwrap();
+        json!({
+            "writes": [shape(&a), shape(&b), shape(&a2), shape(&b2), shape(&del)],
+            "write-rvs-increase": rvs.windows(2).all(|w| w[0] < w[1]),
+            "list-rv-at-or-after-last-write": list_rv >= rvs[4],
+            "list": list_shape(&list),
+            "get-b": shape(&get_b),
+            "watch": {"http": w.status, "events": w.events.iter().map(event).collect::<Vec<_>>()},
+        })
+    }
+);
+
+fidelity!(
+    /// Metadata-only answers for GET, LIST and WATCH, and the mismatched `as=` forms.
+    metadata_only,
+    |s| {
+        let cms = s.path("configmaps");
+        s.create_cm("m1", json!({"l": "v"})).await;
+        let get = s.req_accept("GET", &format!("{cms}/m1"), META_ACCEPT).await;
+        let list = s.req_accept("GET", &cms, META_LIST_ACCEPT).await;
+        let list_as_object = s.req_accept("GET", &cms, META_ACCEPT).await;
+        let get_as_list = s.req_accept("GET", &format!("{cms}/m1"), META_LIST_ACCEPT).await;
+        let w = watch(
+            &s.client,
+            &format!("{cms}?watch=true&resourceVersion=0"),
+            Some(META_ACCEPT),
+            Duration::from_secs(3),
+            |e| e["type"] == "ADDED",
+        )
+        .await
+        .unwrap();
+        let one = |r: &RawResponse| {
+            if r.status == 200 {
+                json!({"http": 200, "object": shape(&r.json().unwrap())})
+            } else {
+                status_answer(r)
+            }
+        };
+        json!({
+            "get": one(&get),
+            "list": list_shape(&list),
+            "list-with-object-accept": if list_as_object.status == 200 { list_shape(&list_as_object) } else { status_answer(&list_as_object) },
+            "get-with-list-accept": one(&get_as_list),
+            "watch": {"http": w.status, "events": w.events.iter().map(event).collect::<Vec<_>>()},
+        })
+    }
+);

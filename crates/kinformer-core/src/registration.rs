@@ -104,6 +104,9 @@ impl<K: Send + Sync + 'static> Registration<K> {
         self.initial_outstanding
             .fetch_add(snapshot.len(), Ordering::SeqCst);
         self.backlog.lock().replay = Some(snapshot);
+        // The delivery thread is already running (spawned before the replay
+        // is known) and may be waiting: wake it to deliver the replay.
+        self.ready.notify_one();
     }
 
     /// Starts the delivery thread.
@@ -180,35 +183,45 @@ impl<K: Send + Sync + 'static> Registration<K> {
     }
 
     fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
-        let replay = self.backlog.lock().replay.take();
-        if let Some(snapshot) = replay {
-            for (_, obj) in snapshot.iter() {
-                if self.backlog.lock().closed {
-                    return;
-                }
-                let note = Notification::Add {
-                    obj: Arc::clone(obj),
-                    is_in_initial_list: true,
-                };
-                self.deliver(&mut *handler, &note);
-                self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
         loop {
-            let next = {
+            // The replay is looked for on every wake-up, not only when the
+            // thread starts: the thread is spawned before `set_replay`, so
+            // checking once at start-up could miss it (the replay was then
+            // never delivered and `has_synced` never turned true). It is
+            // always set before any notification is pushed (both happen with
+            // the Indexer's writes paused, the replay first), so taking it
+            // before the queued keys keeps the replay ahead of them.
+            let (replay, next) = {
                 let mut b = self.backlog.lock();
                 loop {
                     if b.closed {
                         return;
                     }
+                    if let Some(snapshot) = b.replay.take() {
+                        break (Some(snapshot), None);
+                    }
                     if let Some(key) = b.order.pop_front()
                         && let Some(p) = b.pending.remove(&key)
                     {
-                        break p;
+                        break (None, Some(p));
                     }
                     self.ready.wait(&mut b);
                 }
             };
+            if let Some(snapshot) = replay {
+                for (_, obj) in snapshot.iter() {
+                    if self.backlog.lock().closed {
+                        return;
+                    }
+                    let note = Notification::Add {
+                        obj: Arc::clone(obj),
+                        is_in_initial_list: true,
+                    };
+                    self.deliver(&mut *handler, &note);
+                    self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            let Some(next) = next else { continue };
             for note in next.notes {
                 self.deliver(&mut *handler, &note);
             }

@@ -328,3 +328,56 @@ fn transform_strips_fields_before_store_and_handlers() {
     assert!(inf.indexer().get("ns/a").unwrap().data.is_none());
     inf.shutdown();
 }
+
+#[test]
+fn every_late_registration_gets_its_replay_and_syncs() {
+    // Regression: the delivery thread was spawned before the replay was set
+    // and looked for it only once, at start-up; when it won that race the
+    // replay was never delivered and `has_synced` stayed false forever.
+    let inf = informer();
+    inf.start().unwrap();
+    inf.queue()
+        .replace((0..20).map(|i| cm(&format!("o{i}"), 1)), "1")
+        .unwrap();
+    wait_until(T, "synced", || {
+        inf.has_synced() && inf.indexer().len() == 20
+    });
+    for round in 0..5 {
+        // Hold the writer lock (as a busy pool does) so the registration
+        // waits after spawning its delivery thread.
+        let (locked_tx, locked_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let idx = inf.indexer();
+        let holder = std::thread::spawn(move || {
+            idx.write(|_| {
+                locked_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            })
+        });
+        locked_rx.recv_timeout(T).unwrap();
+        let (h, events) = recorder();
+        let registrar = {
+            let inf = inf.clone();
+            std::thread::spawn(move || inf.add_event_handler(h).unwrap())
+        };
+        // Not a synchronization: this only gives the delivery thread time to
+        // start, which is what exposed the bug. The assertions below hold
+        // whatever the timing.
+        std::thread::sleep(Duration::from_millis(20));
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        let reg = registrar.join().unwrap();
+        for _ in 0..20 {
+            match events.recv_timeout(T) {
+                Ok(Ev::Add(_, 1, true)) => {}
+                other => panic!(
+                    "round {round}: expected a replayed add, got {other:?}; {:?}",
+                    inf.metrics().handlers
+                ),
+            }
+        }
+        wait_until(T, "late registration synced", || reg.has_synced());
+        inf.remove_event_handler(&reg);
+    }
+    inf.shutdown();
+}

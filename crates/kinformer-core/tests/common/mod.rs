@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_core::{DeletedObject, Delta, DeltaFifo, DeltaType, Indexer, ObjectKey, Popped};
+use kinformer_core::{
+    DeletedObject, Delta, DeltaFifo, DeltaType, Indexer, ObjectKey, Popped, SharedIndexInformer,
+};
 use kube_core::ObjectMeta;
 
 /// A ConfigMap `ns/name` at resource version `rv`.
@@ -83,4 +85,150 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// A ConfigMap `namespace/name` at resource version `rv` with labels.
+pub fn cm_in(namespace: &str, name: &str, rv: u64, labels: &[(&str, &str)]) -> ConfigMap {
+    let mut o = cm_labels(name, rv, labels);
+    o.metadata.namespace = Some(namespace.into());
+    o
+}
+
+/// One call a [`History`] handler received, reduced to keys and resource versions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Seen {
+    /// `on_add(obj, is_in_initial_list)`.
+    Add { key: String, rv: u64, initial: bool },
+    /// `on_update(old, new)`.
+    Update { key: String, old: u64, new: u64 },
+    /// `on_delete(obj)`: `rv` of the final state or of the tombstone's last known state.
+    Delete {
+        key: String,
+        rv: u64,
+        tombstone: bool,
+    },
+}
+
+impl Seen {
+    pub fn key(&self) -> &str {
+        match self {
+            Seen::Add { key, .. } | Seen::Update { key, .. } | Seen::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// The calls a handler received, in delivery order (shared with the handler).
+#[derive(Clone, Default)]
+pub struct History(Arc<parking_lot::Mutex<Vec<Seen>>>);
+
+impl History {
+    /// A handler that appends every call to this history.
+    pub fn handler(&self) -> kinformer_core::EventHandlerFns<ConfigMap> {
+        let (a, u, d) = (self.0.clone(), self.0.clone(), self.0.clone());
+        let key = |o: &ConfigMap| ObjectKey::of(o).unwrap().to_string();
+        kinformer_core::EventHandlerFns::new()
+            .on_add(move |o, initial| {
+                a.lock().push(Seen::Add {
+                    key: key(o),
+                    rv: rv(o),
+                    initial,
+                })
+            })
+            .on_update(move |old, new| {
+                u.lock().push(Seen::Update {
+                    key: key(new),
+                    old: rv(old),
+                    new: rv(new),
+                })
+            })
+            .on_delete(move |del| {
+                let k = match del {
+                    DeletedObject::Final(o) => key(o),
+                    DeletedObject::Unknown(t) => t.key.to_string(),
+                };
+                d.lock().push(Seen::Delete {
+                    key: k,
+                    rv: rv(del.object()),
+                    tombstone: del.is_tombstone(),
+                })
+            })
+    }
+
+    /// A copy of the calls so far.
+    pub fn events(&self) -> Vec<Seen> {
+        self.0.lock().clone()
+    }
+
+    fn saw(&self, want: &Seen) -> bool {
+        self.0.lock().iter().any(|s| s == want)
+    }
+}
+
+/// Namespace of the fence object [`drain`] pushes through the informer.
+pub const FENCE_NAMESPACE: &str = "zz-fence";
+
+fn wait_quiet(inf: &SharedIndexInformer<ConfigMap>, timeout: Duration) {
+    let start = Instant::now();
+    loop {
+        let m = inf.metrics();
+        if m.queue_depth == 0
+            && inf.queue().tracked_keys() == 0
+            && m.handlers.iter().all(|h| h.backlog == 0)
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "informer did not drain: queue depth {}, tracked keys {}, backlogs {:?}",
+            m.queue_depth,
+            inf.queue().tracked_keys(),
+            m.handlers.iter().map(|h| h.backlog).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Waits until the informer has applied everything queued and every handler
+/// in `histories` has received every notification.
+///
+/// The queue being empty with no key tracked means every batch was applied
+/// and its notifications pushed; a handler backlog of 0 still allows one
+/// entry taken but not yet delivered, so a fence object (namespace
+/// [`FENCE_NAMESPACE`], resource versions `fence_rv` and `fence_rv + 1`) is
+/// then added and deleted: a registration delivers keys in the order they
+/// entered its backlog, so once a handler saw the fence's delete it has seen
+/// everything before. The fence leaves nothing in the cache; callers filter
+/// its events out with [`is_fence`].
+pub fn drain(inf: &SharedIndexInformer<ConfigMap>, histories: &[&History], fence_rv: u64) {
+    const T: Duration = Duration::from_secs(20);
+    wait_quiet(inf, T);
+    let fence_key = format!("{FENCE_NAMESPACE}/fence");
+    inf.queue()
+        .add(cm_in(FENCE_NAMESPACE, "fence", fence_rv, &[]))
+        .unwrap();
+    let added = Seen::Add {
+        key: fence_key.clone(),
+        rv: fence_rv,
+        initial: false,
+    };
+    wait_until(T, "every handler saw the fence", || {
+        histories.iter().all(|h| h.saw(&added))
+    });
+    inf.queue()
+        .delete(cm_in(FENCE_NAMESPACE, "fence", fence_rv + 1, &[]))
+        .unwrap();
+    let deleted = Seen::Delete {
+        key: fence_key,
+        rv: fence_rv + 1,
+        tombstone: false,
+    };
+    wait_until(T, "every handler saw the fence's delete", || {
+        histories.iter().all(|h| h.saw(&deleted))
+    });
+    wait_quiet(inf, T);
+}
+
+/// Whether an event is about the fence object of [`drain`].
+pub fn is_fence(s: &Seen) -> bool {
+    s.key().starts_with(FENCE_NAMESPACE)
 }

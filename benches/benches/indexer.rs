@@ -26,7 +26,10 @@ fn updates(c: &mut Criterion) {
         let relabelled: Vec<Arc<_>> = (0..4096)
             .map(|i| {
                 let mut p = pod(i, 2);
-                p.metadata.labels.get_or_insert_default().insert("app".into(), format!("moved-{}", i % 7));
+                p.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert("app".into(), format!("moved-{}", i % 7));
                 Arc::new(p)
             })
             .collect();
@@ -35,7 +38,10 @@ fn updates(c: &mut Criterion) {
         // Distinct objects for updates (a new resourceVersion), as a watch delivers.
         let next: Vec<Arc<_>> = (0..n).map(|i| Arc::new(pod(i, 2))).collect();
         let plain = Indexer::new(Vec::new());
-        plain.write(|w| objs.iter().for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o)))));
+        plain.write(|w| {
+            objs.iter()
+                .for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o))))
+        });
         let mut rng = Rng(7);
         group.bench_function(BenchmarkId::new("kinformer_batch256_no_index", n), |b| {
             b.iter(|| {
@@ -49,7 +55,10 @@ fn updates(c: &mut Criterion) {
         });
         drop(plain);
         let indexer = Indexer::new(two_indexes());
-        indexer.write(|w| objs.iter().for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o)))));
+        indexer.write(|w| {
+            objs.iter()
+                .for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o))))
+        });
         group.bench_function(BenchmarkId::new("kinformer_batch256", n), |b| {
             b.iter(|| {
                 indexer.write(|w| {
@@ -66,7 +75,11 @@ fn updates(c: &mut Criterion) {
                     for _ in 0..BATCH {
                         let i = rng.below(n);
                         let (k, o) = &objs[i];
-                        let obj = if i % 2 == 0 { Arc::clone(&relabelled[i % 4096]) } else { Arc::clone(o) };
+                        let obj = if i % 2 == 0 {
+                            Arc::clone(&relabelled[i % 4096])
+                        } else {
+                            Arc::clone(o)
+                        };
                         w.upsert(k.clone(), obj);
                     }
                 })
@@ -77,27 +90,30 @@ fn updates(c: &mut Criterion) {
                 for _ in 0..BATCH {
                     let i = rng.below(n);
                     indexer.write(|w| w.upsert(objs[i].0.clone(), Arc::clone(&next[i])));
-
-
                 }
             })
         });
         drop(indexer);
 
         let rwlock = RwLockStore::default();
-        objs.iter().for_each(|(k, o)| rwlock.upsert(k.clone(), Arc::clone(o)));
-        group.bench_function(BenchmarkId::new("baseline_rwlock_hashmap_no_index", n), |b| {
-            b.iter(|| {
-                for _ in 0..BATCH {
-                    let (k, o) = &objs[rng.below(n)];
-                    rwlock.upsert(k.clone(), Arc::clone(o));
-                }
-            })
-        });
+        objs.iter()
+            .for_each(|(k, o)| rwlock.upsert(k.clone(), Arc::clone(o)));
+        group.bench_function(
+            BenchmarkId::new("baseline_rwlock_hashmap_no_index", n),
+            |b| {
+                b.iter(|| {
+                    for _ in 0..BATCH {
+                        let (k, o) = &objs[rng.below(n)];
+                        rwlock.upsert(k.clone(), Arc::clone(o));
+                    }
+                })
+            },
+        );
         drop(rwlock);
 
         let sharded = ShardedStore::new(65_536);
-        objs.iter().for_each(|(k, o)| sharded.upsert(k.clone(), Arc::clone(o)));
+        objs.iter()
+            .for_each(|(k, o)| sharded.upsert(k.clone(), Arc::clone(o)));
         group.bench_function(BenchmarkId::new("candidate_sharded_65k_no_index", n), |b| {
             b.iter(|| {
                 for _ in 0..BATCH {
@@ -110,14 +126,17 @@ fn updates(c: &mut Criterion) {
 
         let full = FullCloneStore::default();
         full.write_batch(objs.iter().map(|(k, o)| (k.clone(), Arc::clone(o))));
-        group.bench_function(BenchmarkId::new("candidate_full_clone_batch256_no_index", n), |b| {
-            b.iter(|| {
-                full.write_batch((0..BATCH).map(|_| {
-                    let (k, o): &(ObjectKey, _) = &objs[rng.below(n)];
-                    (k.clone(), Arc::clone(o))
-                }))
-            })
-        });
+        group.bench_function(
+            BenchmarkId::new("candidate_full_clone_batch256_no_index", n),
+            |b| {
+                b.iter(|| {
+                    full.write_batch((0..BATCH).map(|_| {
+                        let (k, o): &(ObjectKey, _) = &objs[rng.below(n)];
+                        (k.clone(), Arc::clone(o))
+                    }))
+                })
+            },
+        );
     }
     group.finish();
 }
@@ -127,8 +146,13 @@ fn snapshot(c: &mut Criterion) {
     for n in [10_000usize, 1_000_000] {
         let objs = objects(n);
         let indexer = Indexer::new(two_indexes());
-        indexer.write(|w| objs.iter().for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o)))));
-        group.bench_function(BenchmarkId::new("snapshot", n), |b| b.iter(|| indexer.snapshot()));
+        indexer.write(|w| {
+            objs.iter()
+                .for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o))))
+        });
+        group.bench_function(BenchmarkId::new("snapshot", n), |b| {
+            b.iter(|| indexer.snapshot())
+        });
     }
     group.finish();
 }

@@ -12,7 +12,11 @@ use kinformer_core::{Indexer, ObjectKey};
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn measure<S>(objs: &[Arc<k8s_openapi::api::core::v1::Pod>], build: impl FnOnce() -> S, fill: impl FnOnce(&S)) -> (f64, S) {
+fn measure<S>(
+    objs: &[Arc<k8s_openapi::api::core::v1::Pod>],
+    build: impl FnOnce() -> S,
+    fill: impl FnOnce(&S),
+) -> (f64, S) {
     let before = Counting::live_bytes();
     let store = build();
     fill(&store);
@@ -23,18 +27,36 @@ fn measure<S>(objs: &[Arc<k8s_openapi::api::core::v1::Pod>], build: impl FnOnce(
 fn main() {
     // `cargo test --benches` runs this binary with `--bench`-less args; keep it quick then.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let sizes: &[usize] = if quick { &[10_000] } else { &[100_000, 1_000_000] };
+    let sizes: &[usize] = if quick {
+        &[10_000]
+    } else {
+        &[100_000, 1_000_000]
+    };
     println!("| objects | store | bytes/object | bytes/index entry |");
     println!("| --- | --- | --- | --- |");
     for &n in sizes {
         let objs: Vec<Arc<_>> = (0..n).map(|i| Arc::new(pod(i, 1))).collect();
         let key = |o: &Arc<_>| ObjectKey::of(&**o).expect("fixture has a name");
-        let (plain, s0) = measure(&objs, || Indexer::new(Vec::new()), |ix| {
-            ix.write(|w| objs.iter().for_each(|o| drop(w.upsert(key(o), Arc::clone(o)))));
-        });
-        let (indexed, s1) = measure(&objs, || Indexer::new(two_indexes()), |ix| {
-            ix.write(|w| objs.iter().for_each(|o| drop(w.upsert(key(o), Arc::clone(o)))));
-        });
+        let (plain, s0) = measure(
+            &objs,
+            || Indexer::new(Vec::new()),
+            |ix| {
+                ix.write(|w| {
+                    objs.iter()
+                        .for_each(|o| drop(w.upsert(key(o), Arc::clone(o))))
+                });
+            },
+        );
+        let (indexed, s1) = measure(
+            &objs,
+            || Indexer::new(two_indexes()),
+            |ix| {
+                ix.write(|w| {
+                    objs.iter()
+                        .for_each(|o| drop(w.upsert(key(o), Arc::clone(o))))
+                });
+            },
+        );
         // Namespace (1) + labels (3) = 4 index entries per object.
         let per_entry = (indexed - plain) / 4.0;
         let (rw, s2) = measure(&objs, RwLockStore::default, |st| {

@@ -38,7 +38,8 @@ fn pipeline(c: &mut Criterion) {
                 .name("bench")
                 .indexers(two_indexes())
                 .build();
-            let counters: Vec<Arc<AtomicU64>> = (0..handlers).map(|_| Arc::new(AtomicU64::new(0))).collect();
+            let counters: Vec<Arc<AtomicU64>> =
+                (0..handlers).map(|_| Arc::new(AtomicU64::new(0))).collect();
             for c in &counters {
                 let c = Arc::clone(c);
                 let count = move || {

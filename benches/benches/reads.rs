@@ -51,9 +51,13 @@ fn reads(c: &mut Criterion) {
     let objs = Arc::new(objects(N));
     let keys: Vec<String> = objs.iter().map(|(k, _)| k.to_string()).collect();
     let indexer = Indexer::new(two_indexes());
-    indexer.write(|w| objs.iter().for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o)))));
+    indexer.write(|w| {
+        objs.iter()
+            .for_each(|(k, o)| drop(w.upsert(k.clone(), Arc::clone(o))))
+    });
     let rwlock = Arc::new(RwLockStore::default());
-    objs.iter().for_each(|(k, o)| rwlock.upsert(k.clone(), Arc::clone(o)));
+    objs.iter()
+        .for_each(|(k, o)| rwlock.upsert(k.clone(), Arc::clone(o)));
 
     let mut group = c.benchmark_group("reads_1m");
     group
@@ -85,7 +89,11 @@ fn reads(c: &mut Criterion) {
             b.iter(|| indexer.get(&keys[rng.below(N)]))
         });
         group.bench_function(BenchmarkId::new("kinformer_by_index_2k", writer), |b| {
-            b.iter(|| indexer.index_keys(LABEL_INDEX, "app=app-7").map(|v| v.len()))
+            b.iter(|| {
+                indexer
+                    .index_keys(LABEL_INDEX, "app=app-7")
+                    .map(|v| v.len())
+            })
         });
     }
     for writer in ["idle", "writer_flat_out"] {

@@ -30,7 +30,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: same contract as the caller's.
         unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
     }

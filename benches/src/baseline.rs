@@ -70,7 +70,9 @@ impl<K> ShardedStore<K> {
     /// A store of `shards` shards.
     pub fn new(shards: usize) -> Self {
         Self {
-            shards: (0..shards).map(|_| ArcSwap::from_pointee(HashMap::default())).collect(),
+            shards: (0..shards)
+                .map(|_| ArcSwap::from_pointee(HashMap::default()))
+                .collect(),
             writer: Mutex::new(()),
             hasher: Hasher::default(),
         }

@@ -1,10 +1,13 @@
 //! `cargo xtask loadtest`: fill N objects, sync an informer, churn while
 //! readers query the cache, then compare the cache with the source of truth.
 
+mod admin;
+mod http_source;
 mod measure;
 mod pods;
 mod process;
 mod report;
+mod sim_process;
 mod synthetic;
 
 use std::path::PathBuf;
@@ -26,12 +29,20 @@ pub enum Source {
     Kubeconfig,
 }
 
-impl Source {
+/// The informer implementation under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Impl {
+    /// kinformer's shared informer.
+    Kinformer,
+    /// kube-runtime's watcher + reflector Store, for comparison.
+    KubeRs,
+}
+
+impl Impl {
     fn as_str(self) -> &'static str {
         match self {
-            Self::Synthetic => "synthetic",
-            Self::Sim => "sim",
-            Self::Kubeconfig => "kubeconfig",
+            Self::Kinformer => "kinformer",
+            Self::KubeRs => "kube-rs",
         }
     }
 }
@@ -49,8 +60,11 @@ pub enum TransformArg {
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadtestArgs {
     /// Where objects come from.
-    #[arg(long, value_enum, default_value = "synthetic")]
+    #[arg(long, value_enum, default_value = "sim")]
     pub source: Source,
+    /// Implementation under test (sim source).
+    #[arg(long = "impl", value_enum, default_value = "kinformer")]
+    pub implementation: Impl,
     /// Objects to fill before the initial sync.
     #[arg(long, default_value_t = 100_000)]
     pub objects: usize,
@@ -108,16 +122,17 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     }
     let report = match args.source {
         Source::Synthetic => {
+            if args.implementation != Impl::Kinformer {
+                bail!("--impl kube-rs needs --source sim");
+            }
             if args.metadata_only {
                 bail!("--metadata-only needs --source sim or kubeconfig");
             }
             synthetic::run(args)?
         }
-        Source::Sim | Source::Kubeconfig => {
-            bail!(
-                "--source {} is not available yet: use --source synthetic",
-                args.source.as_str()
-            )
+        Source::Sim => http_source::run(args)?,
+        Source::Kubeconfig => {
+            bail!("--source kubeconfig is not available yet: use --source sim or synthetic")
         }
     };
     report.print_table();

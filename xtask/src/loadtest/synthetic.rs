@@ -127,7 +127,14 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             s.recording.store(true, Ordering::SeqCst);
         }
     }
-    let readers = Readers::start(args.readers, &under[0].informer.indexer(), n, key);
+    let indexer = under[0].informer.indexer();
+    let keys = indexer
+        .list_keys()
+        .into_iter()
+        .take(100_000)
+        .map(|k| k.to_string())
+        .collect();
+    let readers = Readers::start(args.readers, keys, move |k| indexer.get(k).is_some());
     let duration = args.churn_duration();
     let churn = bar(args, duration.as_millis() as u64, "churn ms");
     let mut live = Live {
@@ -206,7 +213,13 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     };
     let mismatches: usize = under
         .iter()
-        .map(|u| compare(&u.informer.indexer(), &truth))
+        .map(|u| {
+            let snapshot = u.informer.indexer().snapshot();
+            let pairs = snapshot
+                .iter()
+                .map(|(k, o)| (k.as_str(), o.metadata.resource_version.as_deref()));
+            compare(pairs, &truth)
+        })
         .sum();
     let handler_panics = under
         .iter()

@@ -1,0 +1,360 @@
+//! The load test over HTTP: the simulator in a child process as the source,
+//! kube's watcher as the list/watch client (until kinformer's own reflector
+//! lands), and either kinformer's informer or kube-rs's reflector Store as
+//! the cache, measured the same way.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_core::{DeltaFifo, SharedIndexInformer, builtin_indexers};
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::admin::SimAdmin;
+use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
+use super::process::{cpu_seconds, peak_rss_bytes, rss_bytes};
+use super::sim_process::SimProcess;
+use super::{Impl, LoadtestArgs, Report, TransformArg};
+
+type WatchStream<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
+
+/// What the list/watch pump saw.
+#[derive(Default)]
+struct Feed {
+    max_rv: AtomicU64,
+    inits: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Feed {
+    fn saw<K: Resource>(&self, obj: &K) {
+        if let Some(rv) = obj
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+        {
+            self.max_rv.fetch_max(rv, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs the load test against the simulator.
+pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
+    let sim = SimProcess::start(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let client = rt.block_on(async {
+        let config = kube::Config::new(sim.url.parse().context("simulator URL")?);
+        Client::try_from(config).context("kube client")
+    })?;
+    let admin = SimAdmin {
+        client: client.clone(),
+    };
+    let strip = args.transform == TransformArg::StripManagedFields;
+    let report = if args.metadata_only {
+        let stream = move |c: Client| -> WatchStream<PartialObjectMeta<Pod>> {
+            let s = watcher::watcher(
+                Api::<PartialObjectMeta<Pod>>::all(c),
+                watcher::Config::default(),
+            )
+            .default_backoff();
+            if strip {
+                s.modify(|o| o.managed_fields_mut().clear()).boxed()
+            } else {
+                s.boxed()
+            }
+        };
+        drive(args, &rt, &client, &admin, stream)?
+    } else {
+        let stream = move |c: Client| -> WatchStream<Pod> {
+            let s =
+                watcher::watcher(Api::<Pod>::all(c), watcher::Config::default()).default_backoff();
+            if strip {
+                s.modify(|o| o.managed_fields_mut().clear()).boxed()
+            } else {
+                s.boxed()
+            }
+        };
+        drive(args, &rt, &client, &admin, stream)?
+    };
+    drop(sim);
+    Ok(report)
+}
+
+/// The cache under test, behind one interface.
+trait Cache<K>: Send + Sync + 'static {
+    fn synced(&self) -> bool;
+    fn drained(&self) -> bool;
+    fn contains(&self, key: &str) -> bool;
+    fn keys_and_versions(&self) -> Vec<(String, Option<String>)>;
+    fn handler_panics(&self) -> u64;
+}
+
+struct KinformerCache<K: Resource + Send + Sync + 'static> {
+    informer: SharedIndexInformer<K>,
+    registrations: Vec<kinformer_core::HandlerRegistration<K>>,
+}
+
+impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
+    fn synced(&self) -> bool {
+        self.informer.has_synced() && self.registrations.iter().all(|r| r.has_synced())
+    }
+    fn drained(&self) -> bool {
+        let m = self.informer.metrics();
+        m.queue_depth == 0
+            && self.informer.queue().tracked_keys() == 0
+            && m.handlers.iter().all(|h| h.backlog == 0)
+    }
+    fn contains(&self, key: &str) -> bool {
+        self.informer.indexer().get(key).is_some()
+    }
+    fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
+        let snapshot = self.informer.indexer().snapshot();
+        snapshot
+            .iter()
+            .map(|(k, o)| (k.to_string(), o.meta().resource_version.clone()))
+            .collect()
+    }
+    fn handler_panics(&self) -> u64 {
+        self.informer.metrics().handler_panics
+    }
+}
+
+struct KubeRsCache<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> {
+    store: reflector::Store<K>,
+    ready: Arc<AtomicU64>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for KubeRsCache<K> {
+    fn synced(&self) -> bool {
+        self.ready.load(Ordering::SeqCst) > 0
+    }
+    fn drained(&self) -> bool {
+        // The consumer runs inline in the stream: what it saw is applied.
+        true
+    }
+    fn contains(&self, key: &str) -> bool {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        self.store.get(&ObjectRef::new(name).within(ns)).is_some()
+    }
+    fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
+        self.store
+            .state()
+            .iter()
+            .map(|o| {
+                let m = o.meta();
+                let key = format!(
+                    "{}/{}",
+                    m.namespace.as_deref().unwrap_or_default(),
+                    m.name.as_deref().unwrap_or_default()
+                );
+                (key, m.resource_version.clone())
+            })
+            .collect()
+    }
+    fn handler_panics(&self) -> u64 {
+        0
+    }
+}
+
+/// Feeds a kinformer DeltaFIFO from kube's watcher events.
+async fn pump_into_fifo<K: Resource>(
+    mut stream: WatchStream<K>,
+    fifo: Arc<DeltaFifo<K>>,
+    feed: Arc<Feed>,
+) {
+    let mut listed = Vec::new();
+    while let Some(event) = stream.next().await {
+        let result = match event {
+            Ok(Event::Init) => {
+                listed.clear();
+                feed.inits.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(Event::InitApply(o)) => {
+                feed.saw(&o);
+                listed.push(o);
+                Ok(())
+            }
+            Ok(Event::InitDone) => fifo.replace(std::mem::take(&mut listed), ""),
+            Ok(Event::Apply(o)) => {
+                feed.saw(&o);
+                fifo.update(o)
+            }
+            Ok(Event::Delete(o)) => {
+                feed.saw(&o);
+                fifo.delete(o)
+            }
+            Err(e) => {
+                feed.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "watch error");
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "event refused by the FIFO");
+        }
+    }
+}
+
+fn drive<K>(
+    args: &LoadtestArgs,
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    admin: &SimAdmin,
+    stream: impl Fn(Client) -> WatchStream<K>,
+) -> anyhow::Result<Report>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let rss_before = rss_bytes();
+    let cpu_before = cpu_seconds();
+    let feed = Arc::new(Feed::default());
+    let stats: Vec<Arc<LagStats>> = (0..args.handlers.max(1))
+        .map(|_| LagStats::new())
+        .collect::<anyhow::Result<_>>()?;
+    let t0 = Instant::now();
+    let (cache, task): (Arc<dyn Cache<K>>, _) = match args.implementation {
+        Impl::Kinformer => {
+            let mut b = SharedIndexInformer::<K>::builder()
+                .name("loadtest")
+                .indexers(builtin_indexers());
+            if let Some(t) = args.threads {
+                b = b.threads(t);
+            }
+            let informer = b.build();
+            let registrations = stats
+                .iter()
+                .map(|s| informer.add_event_handler(LagHandler(Arc::clone(s))))
+                .collect::<Result<Vec<_>, _>>()?;
+            informer.start()?;
+            let pump = pump_into_fifo(
+                stream(client.clone()),
+                Arc::clone(informer.queue()),
+                Arc::clone(&feed),
+            );
+            let task = rt.spawn(pump);
+            let cache: Arc<dyn Cache<K>> = Arc::new(KinformerCache {
+                informer,
+                registrations,
+            });
+            (cache, task)
+        }
+        Impl::KubeRs => {
+            let (store, writer) = reflector::store::<K>();
+            let ready = Arc::new(AtomicU64::new(0));
+            let handler = LagHandler(Arc::clone(&stats[0]));
+            let mut events = stream(client.clone()).reflect(writer).boxed();
+            let (r, f) = (Arc::clone(&ready), Arc::clone(&feed));
+            let task = rt.spawn(async move {
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(Event::Init) => {
+                            f.inits.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(Event::InitDone) => r.store(1, Ordering::SeqCst),
+                        Ok(Event::InitApply(o) | Event::Apply(o) | Event::Delete(o)) => {
+                            f.saw(&o);
+                            handler.observe(&o);
+                        }
+                        Err(e) => {
+                            f.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(error = %e, "watch error");
+                        }
+                    }
+                }
+            });
+            let cache: Arc<dyn Cache<K>> = Arc::new(KubeRsCache { store, ready });
+            (cache, task)
+        }
+    };
+    let synced = wait_for(Duration::from_secs(900), || cache.synced());
+    let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    if !synced {
+        task.abort();
+        bail!("initial sync did not finish within 900 s");
+    }
+    let steady_rss = rss_bytes();
+
+    for s in &stats {
+        s.recording.store(true, Ordering::SeqCst);
+    }
+    let keys = cache
+        .keys_and_versions()
+        .into_iter()
+        .take(100_000)
+        .map(|(k, _)| k)
+        .collect();
+    let reader_cache = Arc::clone(&cache);
+    let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
+    let start = Instant::now();
+    let changes =
+        rt.block_on(admin.churn(args.churn, args.churn_duration(), super::pods::NAMESPACES))?;
+    let server = rt.block_on(admin.stats())?;
+    let caught_up = wait_for(Duration::from_secs(120), || {
+        feed.max_rv.load(Ordering::Relaxed) >= server.resource_version && cache.drained()
+    });
+    let churn_seconds = start.elapsed().as_secs_f64();
+    let reads = readers.stop();
+    if !caught_up {
+        tracing::warn!("the cache did not reach the server's resourceVersion within 120 s");
+    }
+
+    let truth = rt.block_on(admin.truth())?;
+    let mut mismatches = usize::MAX;
+    for attempt in 0..10 {
+        let pairs = cache.keys_and_versions();
+        mismatches = compare(
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_deref())),
+            &truth,
+        );
+        if mismatches == 0 {
+            break;
+        }
+        tracing::info!(attempt, mismatches, "cache not yet converged");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let faults_injected = rt.block_on(admin.stats())?.faults_injected;
+    task.abort();
+    let first = &stats[0];
+    let (p50, p99) = {
+        let h = first.lag_us.lock();
+        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+    };
+    Ok(Report {
+        source: "sim".into(),
+        implementation: args.implementation.as_str().into(),
+        kind: args.kind.clone(),
+        objects: args.objects,
+        informers: 1,
+        handlers: args.handlers,
+        initial_sync_seconds,
+        changes_made: changes,
+        updates_per_second: first.recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
+        lag_p50_us: p50,
+        lag_p99_us: p99,
+        reads_per_second: reads as f64 / churn_seconds,
+        peak_rss_bytes: peak_rss_bytes(),
+        steady_rss_bytes: steady_rss,
+        bytes_per_object: steady_rss.saturating_sub(rss_before) / args.objects.max(1) as u64,
+        cpu_seconds: cpu_seconds() - cpu_before,
+        relists: feed.inits.load(Ordering::Relaxed).saturating_sub(1),
+        watch_restarts: feed.errors.load(Ordering::Relaxed),
+        faults_injected,
+        handler_panics: cache.handler_panics(),
+        cache_matches_source: mismatches == 0,
+    })
+}

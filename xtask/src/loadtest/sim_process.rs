@@ -1,0 +1,87 @@
+//! The simulator as a child process, so the informer's memory and CPU
+//! figures are this process's alone.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::LoadtestArgs;
+
+/// A running `kinformer-sim` child.
+pub struct SimProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+impl SimProcess {
+    /// Builds (if needed) and starts the simulator filled with `--objects`
+    /// Pods; returns once it listens.
+    pub fn start(args: &LoadtestArgs) -> anyhow::Result<Self> {
+        let root = workspace_root();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                "kinformer-sim",
+                "--bin",
+                "kinformer-sim",
+            ])
+            .status()
+            .context("building kinformer-sim")?;
+        if !status.success() {
+            bail!("building kinformer-sim failed: {status}");
+        }
+        let bin = root.join("target/release/kinformer-sim");
+        let mut child = Command::new(&bin)
+            .args(["--listen", "127.0.0.1:0", "--kind", "pods"])
+            .args(["--objects", &args.objects.to_string()])
+            .args(["--namespaces", &super::pods::NAMESPACES.to_string()])
+            .args(["--faults", args.faults.as_deref().unwrap_or("none")])
+            .args(["--bookmark-interval", "5"])
+            .args(["--history", "1000000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().context("sim stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(900))
+            .context("the simulator did not report its address")?;
+        let Some(url) = line.trim().strip_prefix("LISTENING ") else {
+            let _ = child.kill();
+            bail!("unexpected first line from the simulator: {line:?}");
+        };
+        Ok(Self {
+            url: url.to_string(),
+            child,
+        })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

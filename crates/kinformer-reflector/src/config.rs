@@ -1,0 +1,90 @@
+//! Configuration of a [`Reflector`](crate::Reflector).
+
+use std::time::Duration;
+
+use crate::backoff::BackoffConfig;
+
+/// How a reflector lists, watches and recovers. Defaults are client-go's.
+///
+/// ```
+/// use std::time::Duration;
+/// use kinformer_reflector::ReflectorConfig;
+/// let c = ReflectorConfig::default().watch_list(false).page_size(100);
+/// assert_eq!(c.page_size, 100);
+/// assert!(!c.watch_list);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReflectorConfig {
+    /// Objects per LIST page (default 500; 0 = unpaged).
+    pub page_size: u32,
+    /// Sync through a WatchList stream (`sendInitialEvents=true`) instead of
+    /// LIST, falling back to LIST when the server does not support it
+    /// (default on).
+    pub watch_list: bool,
+    /// Shortest server-side watch timeout (default 5 min).
+    pub watch_timeout_min: Duration,
+    /// Longest server-side watch timeout (default 10 min); each watch picks
+    /// a random value in between.
+    pub watch_timeout_max: Duration,
+    /// Client-side idle timeout: a watch that sends nothing (not even a
+    /// bookmark) this long is abandoned and re-established (default 150 s).
+    pub idle_timeout: Duration,
+    /// A watch that ends sooner than this without delivering any event is
+    /// "very short" and triggers a relist (default 1 s).
+    pub short_watch: Duration,
+    /// Backoff between failed attempts.
+    pub backoff: BackoffConfig,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        Self {
+            page_size: 500,
+            watch_list: true,
+            watch_timeout_min: Duration::from_secs(300),
+            watch_timeout_max: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(150),
+            short_watch: Duration::from_secs(1),
+            backoff: BackoffConfig::default(),
+        }
+    }
+}
+
+impl ReflectorConfig {
+    /// Sets [`ReflectorConfig::page_size`].
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.page_size = n;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::watch_list`].
+    pub fn watch_list(mut self, on: bool) -> Self {
+        self.watch_list = on;
+        self
+    }
+
+    /// Sets the server-side watch timeout range.
+    pub fn watch_timeout(mut self, min: Duration, max: Duration) -> Self {
+        self.watch_timeout_min = min;
+        self.watch_timeout_max = max.max(min);
+        self
+    }
+
+    /// Sets [`ReflectorConfig::idle_timeout`].
+    pub fn idle_timeout(mut self, d: Duration) -> Self {
+        self.idle_timeout = d;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::short_watch`].
+    pub fn short_watch(mut self, d: Duration) -> Self {
+        self.short_watch = d;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::backoff`].
+    pub fn backoff(mut self, b: BackoffConfig) -> Self {
+        self.backoff = b;
+        self
+    }
+}

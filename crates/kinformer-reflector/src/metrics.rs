@@ -1,0 +1,82 @@
+//! Counters of a reflector, readable from code while it runs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// A snapshot of a reflector's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReflectorMetrics {
+    /// LIST cycles completed (first list included).
+    pub lists: u64,
+    /// LIST cycles after the first sync (relists).
+    pub relists: u64,
+    /// LIST requests (pages) sent.
+    pub list_requests: u64,
+    /// Syncs completed through a WatchList stream.
+    pub watch_list_syncs: u64,
+    /// WATCH requests sent.
+    pub watches: u64,
+    /// WATCH requests after the first (re-watches).
+    pub watch_restarts: u64,
+    /// Watch events applied (ADDED, MODIFIED, DELETED).
+    pub events: u64,
+    /// Bookmarks received.
+    pub bookmarks: u64,
+    /// Errors reported (all kinds).
+    pub errors: u64,
+    /// Events or objects that could not be decoded or keyed (skipped).
+    pub decode_errors: u64,
+    /// Backoff waits.
+    pub backoffs: u64,
+    /// The last resourceVersion seen.
+    pub last_resource_version: String,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub lists: AtomicU64,
+    pub relists: AtomicU64,
+    pub list_requests: AtomicU64,
+    pub watch_list_syncs: AtomicU64,
+    pub watches: AtomicU64,
+    pub watch_restarts: AtomicU64,
+    pub events: AtomicU64,
+    pub bookmarks: AtomicU64,
+    pub errors: AtomicU64,
+    pub decode_errors: AtomicU64,
+    pub backoffs: AtomicU64,
+    pub last_rv: Mutex<String>,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A cheap handle to read a reflector's counters (clone it before
+/// [`Reflector::run`](crate::Reflector::run) consumes the reflector).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsHandle(pub(crate) Arc<Counters>);
+
+impl MetricsHandle {
+    /// Reads the counters.
+    pub fn get(&self) -> ReflectorMetrics {
+        let c = &self.0;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReflectorMetrics {
+            lists: r(&c.lists),
+            relists: r(&c.relists),
+            list_requests: r(&c.list_requests),
+            watch_list_syncs: r(&c.watch_list_syncs),
+            watches: r(&c.watches),
+            watch_restarts: r(&c.watch_restarts),
+            events: r(&c.events),
+            bookmarks: r(&c.bookmarks),
+            errors: r(&c.errors),
+            decode_errors: r(&c.decode_errors),
+            backoffs: r(&c.backoffs),
+            last_resource_version: c.last_rv.lock().clone(),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! kinformer facade (in progress).

@@ -161,7 +161,10 @@ mod tests {
         assert!(api(410, "Expired", "too old").is_expired());
         assert!(api(500, "Gone", "").is_expired());
         assert!(!api(500, "InternalError", "").is_expired());
-        assert!(api(504, "Timeout", "Too large resource version: 9, current: 3").is_too_large_resource_version());
+        assert!(
+            api(504, "Timeout", "Too large resource version: 9, current: 3")
+                .is_too_large_resource_version()
+        );
         assert!(api(429, "TooManyRequests", "").is_too_many_requests());
         assert!(!api(429, "", "").is_connection_refused());
     }

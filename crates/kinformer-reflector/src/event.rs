@@ -71,12 +71,13 @@ pub fn decode_event<K: Resource + DeserializeOwned>(
 ) -> Result<WatchEvent<K>, ReflectorError> {
     let raw: RawEvent<'_> =
         serde_json::from_slice(line).map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
-    let object = |ty: &str| raw.object.ok_or_else(|| ReflectorError::MissingObject(ty.into()));
+    let object = |ty: &str| {
+        raw.object
+            .ok_or_else(|| ReflectorError::MissingObject(ty.into()))
+    };
     match raw.ty.as_str() {
         "ADDED" => decode_object(object("ADDED")?.get().as_bytes()).map(WatchEvent::Added),
-        "MODIFIED" => {
-            decode_object(object("MODIFIED")?.get().as_bytes()).map(WatchEvent::Modified)
-        }
+        "MODIFIED" => decode_object(object("MODIFIED")?.get().as_bytes()).map(WatchEvent::Modified),
         "DELETED" => decode_object(object("DELETED")?.get().as_bytes()).map(WatchEvent::Deleted),
         "BOOKMARK" => {
             let b: BookmarkObject = serde_json::from_str(object("BOOKMARK")?.get())
@@ -123,7 +124,10 @@ pub fn check_name<K: Resource>(obj: K) -> Result<K, ReflectorError> {
 
 /// The resourceVersion of an object, if any.
 pub fn resource_version<K: Resource>(obj: &K) -> Option<&str> {
-    obj.meta().resource_version.as_deref().filter(|s| !s.is_empty())
+    obj.meta()
+        .resource_version
+        .as_deref()
+        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]

@@ -23,11 +23,11 @@ pub mod backoff;
 pub mod config;
 pub mod error;
 pub mod event;
-pub mod transport;
 pub mod lines;
 pub mod metrics;
 pub mod reflector;
 pub mod target;
+pub mod transport;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;

@@ -258,7 +258,10 @@ where
         loop {
             let (lines, started) = match stream.take() {
                 Some(s) => s,
-                None => match self.open_watch(st, false, &st.last_rv.clone(), token).await? {
+                None => match self
+                    .open_watch(st, false, &st.last_rv.clone(), token)
+                    .await?
+                {
                     Ok(lines) => (lines, Instant::now()),
                     Err(e) => {
                         self.report(&e);
@@ -288,7 +291,10 @@ where
         rv: &str,
         token: &CancellationToken,
     ) -> Result<Result<Lines, ReflectorError>, Stop> {
-        let req = match self.target.watch_request(rv, self.watch_timeout(), watch_list) {
+        let req = match self
+            .target
+            .watch_request(rv, self.watch_timeout(), watch_list)
+        {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
@@ -406,7 +412,9 @@ where
         let mut lines = match self.open_watch(st, true, &rv, token).await? {
             Ok(l) => l,
             Err(e) => {
-                if e.code().is_some_and(|c| (400..500).contains(&c) && c != 410 && c != 429) {
+                if e.code()
+                    .is_some_and(|c| (400..500).contains(&c) && c != 410 && c != 429)
+                {
                     st.watch_list_unsupported = true;
                     self.report(&ReflectorError::WatchListUnsupported(e.to_string()));
                 } else {

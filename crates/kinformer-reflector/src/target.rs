@@ -171,12 +171,16 @@ mod tests {
     #[test]
     fn list_sends_rv_zero_with_limit_and_drops_rv_with_continue() {
         let t = ListWatchTarget::new("/api/v1/pods").labels("a=b");
-        let r = t.list_request("0", 500, None).unwrap_or_else(|e| panic!("{e}"));
+        let r = t
+            .list_request("0", 500, None)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             r.uri().to_string(),
             "/api/v1/pods?labelSelector=a%3Db&limit=500&resourceVersion=0"
         );
-        let r = t.list_request("7", 500, Some("tok")).unwrap_or_else(|e| panic!("{e}"));
+        let r = t
+            .list_request("7", 500, Some("tok"))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             r.uri().to_string(),
             "/api/v1/pods?labelSelector=a%3Db&limit=500&continue=tok"

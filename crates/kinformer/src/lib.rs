@@ -1,1 +1,65 @@
-//! kinformer facade (in progress).
+//! kinformer: shared informers for Kubernetes with client-go's semantics.
+//!
+//! ```text
+//!  SharedInformerFactory ──one per (type, namespace, selectors)──► SharedIndexInformer
+//!        │ start()                                                    ▲ queue()
+//!        └──► Reflector (tokio task: LIST/WATCH) ─────────────────────┘
+//!                                   cache (Indexer) ◄── Lister<K> (lock-free reads)
+//! ```
+//!
+//! Module map:
+//! - [`factory`]: [`SharedInformerFactory`], its builder and lifecycle (start, sync, shutdown);
+//! - [`options`]: [`InformerOptions`] (namespace, selectors) and the metadata transform;
+//! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
+//! - [`sync`]: waiting for caches to sync ([`SyncError`]);
+//! - [`managed`]: one informer plus its reflector, as the factory keeps it;
+//! - [`error`]: [`FactoryError`].
+//!
+//! The building blocks are re-exported: everything of [`kinformer_core`]
+//! (informer, handlers, indexer, deltas) and the reflector's configuration.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::{EventHandlerFns, Lister, SharedInformerFactory};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let factory = SharedInformerFactory::new(client);
+//! let pods = factory.informer::<Pod>();
+//! pods.add_event_handler(EventHandlerFns::new().on_add(|pod: &std::sync::Arc<Pod>, _| {
+//!     println!("pod {:?}", pod.metadata.name);
+//! }))?;
+//! factory.start()?;
+//! factory.wait_for_cache_sync(Duration::from_secs(60)).await?;
+//! let lister = Lister::new(pods.indexer());
+//! println!("{} pods in kube-system", lister.namespaced("kube-system").list_all().len());
+//! factory.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod error;
+pub mod factory;
+pub mod lister;
+pub mod managed;
+pub mod options;
+pub mod sync;
+
+pub use error::FactoryError;
+pub use factory::{FactoryBuilder, SharedInformerFactory};
+pub use lister::{Lister, NamespaceLister};
+pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
+pub use sync::SyncError;
+
+pub use kinformer_core::{
+    DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, EventHandlerFns,
+    FifoError, FifoStats, HandlerRegistration, HandlerStats, IndexFn, IndexFnError, Indexer,
+    IndexerError, IndexerStats, Indexers, InformerBuilder, InformerError, InformerMetrics,
+    KeyError, LABEL_INDEX, MIN_RESYNC_PERIOD, NAMESPACE_INDEX, NamespacedIndexer, Notification,
+    OWNER_UID_INDEX, ObjectKey, ResourceEventHandler, SharedIndexInformer, Snapshot, Transform,
+    builtin_indexers, label_value,
+};
+pub use kinformer_reflector::{
+    BackoffConfig, CancellationToken, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
+    ReflectorMetrics,
+};

@@ -1,0 +1,553 @@
+//! [`SharedInformerFactory`]: one shared informer per (type, namespace,
+//! selectors), started, synced and shut down together.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
+use kinformer_reflector::{
+    CancellationToken, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
+    ReflectorMetrics, WatchErrorHandler,
+};
+use kube::Client;
+use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube_core::Resource;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
+
+use crate::error::FactoryError;
+use crate::managed::{Managed, ManagedInformer};
+use crate::options::{InformerOptions, MetaTransform};
+use crate::sync::{self, SyncError};
+
+/// Configures a [`SharedInformerFactory`].
+pub struct FactoryBuilder {
+    client: Client,
+    defaults: InformerOptions,
+    resync: Option<Duration>,
+    meta_transform: Option<MetaTransform>,
+    reflector: ReflectorConfig,
+    on_watch_error: Option<WatchErrorHandler>,
+    threads: usize,
+    builtin_indexes: bool,
+    runtime: Option<Handle>,
+}
+
+impl FactoryBuilder {
+    /// Only this namespace, for informers created without options.
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        self.defaults.namespace = Some(ns.into());
+        self
+    }
+
+    /// A label selector for informers created without options (client-go's
+    /// list tweak).
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.defaults = self.defaults.labels(selector);
+        self
+    }
+
+    /// A field selector for informers created without options.
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.defaults = self.defaults.fields(selector);
+        self
+    }
+
+    /// The resync period of handlers registered without one.
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// A metadata transform applied to every object of every informer
+    /// before it is cached (e.g. [`strip_managed_fields`](crate::strip_managed_fields)).
+    /// Must be idempotent.
+    pub fn transform_meta(
+        mut self,
+        f: impl Fn(&mut kube_core::ObjectMeta) + Send + Sync + 'static,
+    ) -> Self {
+        self.meta_transform = Some(Arc::new(f));
+        self
+    }
+
+    /// Reflector settings (page size, WatchList, timeouts, backoff).
+    pub fn reflector_config(mut self, config: ReflectorConfig) -> Self {
+        self.reflector = config;
+        self
+    }
+
+    /// Called with every list/watch error the reflectors recover from.
+    pub fn on_watch_error(mut self, f: impl Fn(&ReflectorError) + Send + Sync + 'static) -> Self {
+        self.on_watch_error = Some(Arc::new(f));
+        self
+    }
+
+    /// Processor threads per informer (default: available cores).
+    pub fn threads_per_informer(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Register the namespace, label and owner-UID indexes on every informer
+    /// (default on; the namespaced lister and label lists use them).
+    pub fn builtin_indexes(mut self, on: bool) -> Self {
+        self.builtin_indexes = on;
+        self
+    }
+
+    /// The tokio runtime reflectors run on (default: the current one at
+    /// [`SharedInformerFactory::start`], else a small runtime of its own).
+    pub fn runtime(mut self, handle: Handle) -> Self {
+        self.runtime = Some(handle);
+        self
+    }
+
+    /// Builds the factory.
+    pub fn build(self) -> SharedInformerFactory {
+        SharedInformerFactory {
+            inner: Arc::new(Inner {
+                client: self.client,
+                defaults: self.defaults,
+                resync: self.resync,
+                meta_transform: self.meta_transform,
+                reflector: self.reflector,
+                on_watch_error: self.on_watch_error,
+                threads: self.threads,
+                builtin_indexes: self.builtin_indexes,
+                runtime: Mutex::new(self.runtime),
+                owned_runtime: Mutex::new(None),
+                informers: Mutex::new(Vec::new()),
+                transforms: Mutex::new(HashMap::new()),
+                started: AtomicBool::new(false),
+                stopped: AtomicBool::new(false),
+                token: CancellationToken::new(),
+                tasks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+type Key = (TypeId, ListWatchTarget);
+
+struct Inner {
+    client: Client,
+    defaults: InformerOptions,
+    resync: Option<Duration>,
+    meta_transform: Option<MetaTransform>,
+    reflector: ReflectorConfig,
+    on_watch_error: Option<WatchErrorHandler>,
+    threads: usize,
+    builtin_indexes: bool,
+    runtime: Mutex<Option<Handle>>,
+    owned_runtime: Mutex<Option<Runtime>>,
+    informers: Mutex<Vec<(Key, Arc<dyn Managed>)>>,
+    transforms: Mutex<HashMap<TypeId, Box<dyn std::any::Any + Send + Sync>>>,
+    started: AtomicBool,
+    stopped: AtomicBool,
+    token: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.token.cancel();
+        if let Some(rt) = self.owned_runtime.get_mut().take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Creates and shares informers: asking twice for the same type, namespace
+/// and selectors returns the same informer (one cache, one watch). Cheap
+/// to clone.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+/// use kinformer::{InformerOptions, SharedInformerFactory};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let factory = SharedInformerFactory::builder(client)
+///     .namespace("prod")
+///     .default_resync(Duration::from_secs(300))
+///     .transform_meta(kinformer::strip_managed_fields)
+///     .build();
+/// let pods = factory.informer::<Pod>();
+/// assert!(factory.informer::<Pod>().indexer().is_empty()); // the same informer
+/// let web = factory.informer_with::<ConfigMap>(InformerOptions::default().labels("app=web"));
+/// factory.start()?;
+/// factory.wait_for_cache_sync(Duration::from_secs(30)).await?;
+/// println!("{} pods, {} web configmaps", pods.indexer().len(), web.indexer().len());
+/// factory.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SharedInformerFactory {
+    inner: Arc<Inner>,
+}
+
+fn is_cluster_scoped<K: Resource>() -> bool
+where
+    K::Scope: 'static,
+{
+    TypeId::of::<K::Scope>() == TypeId::of::<k8s_openapi::ClusterResourceScope>()
+}
+
+fn informer_name(target: &ListWatchTarget) -> String {
+    let mut name = target.url_path().to_string();
+    let mut sep = '?';
+    for (k, v) in [
+        ("labels", target.label_selector()),
+        ("fields", target.field_selector()),
+    ] {
+        if let Some(v) = v {
+            name.push(sep);
+            name.push_str(&format!("{k}={v}"));
+            sep = '&';
+        }
+    }
+    if target.is_metadata_only() {
+        name.push_str(" (metadata)");
+    }
+    name
+}
+
+fn thread_prefix(target: &ListWatchTarget) -> String {
+    let plural = target.url_path().rsplit('/').next().unwrap_or("informer");
+    plural.chars().take(8).collect()
+}
+
+impl SharedInformerFactory {
+    /// A factory with default options (all namespaces, no selectors, no resync).
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder for a factory with options.
+    pub fn builder(client: Client) -> FactoryBuilder {
+        FactoryBuilder {
+            client,
+            defaults: InformerOptions::default(),
+            resync: None,
+            meta_transform: None,
+            reflector: ReflectorConfig::default(),
+            on_watch_error: None,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            builtin_indexes: true,
+            runtime: None,
+        }
+    }
+
+    /// The shared informer of `K` with the factory's options, created on
+    /// first request. Informers created after [`start`](Self::start) are
+    /// started at once.
+    pub fn informer<K>(&self) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        self.informer_with::<K>(self.inner.defaults.clone())
+    }
+
+    /// The shared informer of `K` for explicit options.
+    pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        let ns = options
+            .namespace
+            .as_deref()
+            .filter(|_| !is_cluster_scoped::<K>());
+        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options))
+    }
+
+    /// The shared informer of a dynamic resource (e.g. a CRD found through
+    /// discovery) with the factory's options. For a cluster-scoped
+    /// resource use [`dynamic_informer_with`](Self::dynamic_informer_with)
+    /// without a namespace.
+    pub fn dynamic_informer(&self, resource: &ApiResource) -> SharedIndexInformer<DynamicObject> {
+        self.dynamic_informer_with(resource, self.inner.defaults.clone())
+    }
+
+    /// The shared informer of a dynamic resource for explicit options.
+    pub fn dynamic_informer_with(
+        &self,
+        resource: &ApiResource,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<DynamicObject> {
+        let target =
+            Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
+        self.get_or_create::<DynamicObject>(target)
+    }
+
+    /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
+    /// the server sends only metadata, the cache holds a fraction of the
+    /// memory of full objects.
+    pub fn metadata_informer<K>(&self) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: Resource<DynamicType = ()> + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        self.metadata_informer_with::<K>(self.inner.defaults.clone())
+    }
+
+    /// The shared metadata-only informer of `K` for explicit options.
+    pub fn metadata_informer_with<K>(
+        &self,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: Resource<DynamicType = ()> + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        let ns = options
+            .namespace
+            .as_deref()
+            .filter(|_| !is_cluster_scoped::<K>());
+        let target = Self::target::<K>(&(), ns, &options).metadata_only(true);
+        self.get_or_create::<PartialObjectMeta<K>>(target)
+    }
+
+    /// Registers a transform for informers of `K` created after this call
+    /// (applied after the factory's metadata transform). Must be idempotent.
+    pub fn set_transform<K: 'static>(&self, f: impl Fn(K) -> K + Send + Sync + 'static) {
+        let t: Transform<K> = Arc::new(f);
+        self.inner
+            .transforms
+            .lock()
+            .insert(TypeId::of::<K>(), Box::new(t));
+    }
+
+    fn target<K: Resource>(
+        dt: &K::DynamicType,
+        ns: Option<&str>,
+        options: &InformerOptions,
+    ) -> ListWatchTarget {
+        let mut t = ListWatchTarget::of::<K>(dt, ns);
+        if let Some(l) = &options.label_selector {
+            t = t.labels(l.clone());
+        }
+        if let Some(f) = &options.field_selector {
+            t = t.fields(f.clone());
+        }
+        t
+    }
+
+    fn get_or_create<K>(&self, target: ListWatchTarget) -> SharedIndexInformer<K>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        let key: Key = (TypeId::of::<K>(), target.clone());
+        let inner = &self.inner;
+        let mut informers = inner.informers.lock();
+        if let Some((_, m)) = informers.iter().find(|(k, _)| *k == key)
+            && let Some(m) = m.as_any().downcast_ref::<ManagedInformer<K>>()
+        {
+            return m.informer().clone();
+        }
+        let name = informer_name(&target);
+        let mut builder = SharedIndexInformer::<K>::builder()
+            .name(thread_prefix(&target))
+            .threads(inner.threads)
+            .default_resync(inner.resync);
+        if inner.builtin_indexes {
+            builder = builder.indexers(builtin_indexers());
+        }
+        let typed: Option<Transform<K>> = inner
+            .transforms
+            .lock()
+            .get(&TypeId::of::<K>())
+            .and_then(|t| t.downcast_ref::<Transform<K>>())
+            .cloned();
+        let meta = inner.meta_transform.clone();
+        if typed.is_some() || meta.is_some() {
+            builder = builder.transform(move |mut obj: K| {
+                if let Some(m) = &meta {
+                    m(obj.meta_mut());
+                }
+                match &typed {
+                    Some(t) => t(obj),
+                    None => obj,
+                }
+            });
+        }
+        let informer = builder.build();
+        let reflector = Reflector::new(inner.client.clone(), target, Arc::clone(informer.queue()))
+            .name(name.clone())
+            .config(inner.reflector.clone())
+            .on_watch_error_shared(inner.on_watch_error.clone());
+        let managed: Arc<dyn Managed> = Arc::new(ManagedInformer::new(
+            name.clone(),
+            informer.clone(),
+            reflector,
+        ));
+        informers.push((key, Arc::clone(&managed)));
+        drop(informers);
+        tracing::debug!(informer = %name, "informer created");
+        if inner.started.load(Ordering::SeqCst)
+            && !inner.stopped.load(Ordering::SeqCst)
+            && let Err(e) = self.start_one(&managed)
+        {
+            tracing::error!(informer = %name, error = %e, "could not start a late informer");
+        }
+        informer
+    }
+
+    fn runtime(&self) -> Result<Handle, FactoryError> {
+        let mut rt = self.inner.runtime.lock();
+        if let Some(h) = rt.as_ref() {
+            return Ok(h.clone());
+        }
+        let handle = match Handle::try_current() {
+            Ok(h) => h,
+            Err(_) => {
+                let owned = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("kinformer-rt")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| FactoryError::Runtime(e.to_string()))?;
+                let h = owned.handle().clone();
+                *self.inner.owned_runtime.lock() = Some(owned);
+                h
+            }
+        };
+        *rt = Some(handle.clone());
+        Ok(handle)
+    }
+
+    fn start_one(&self, managed: &Arc<dyn Managed>) -> Result<(), FactoryError> {
+        let handle = self.runtime()?;
+        if let Some(task) = managed.start(&handle, &self.inner.token)? {
+            self.inner.tasks.lock().push(task);
+        }
+        Ok(())
+    }
+
+    /// Starts every informer created so far (threads and reflectors).
+    /// Idempotent: informers already running are left alone.
+    pub fn start(&self) -> Result<(), FactoryError> {
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            return Err(FactoryError::ShutDown);
+        }
+        self.inner.started.store(true, Ordering::SeqCst);
+        let informers: Vec<Arc<dyn Managed>> = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        for m in &informers {
+            self.start_one(m)?;
+        }
+        Ok(())
+    }
+
+    /// Names of the informers whose cache has not synced yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.inner
+            .informers
+            .lock()
+            .iter()
+            .filter(|(_, m)| !m.has_synced())
+            .map(|(_, m)| m.name().to_string())
+            .collect()
+    }
+
+    /// Whether every informer's cache has synced.
+    pub fn has_synced(&self) -> bool {
+        self.unsynced().is_empty()
+    }
+
+    fn unsynced_or_stopped(&self) -> Result<Vec<String>, SyncError> {
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            return Err(SyncError::ShutDown);
+        }
+        Ok(self.unsynced())
+    }
+
+    /// Waits until every informer's cache has synced; after `timeout` fails
+    /// naming the informers still unsynced.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+        sync::wait(timeout, || self.unsynced_or_stopped()).await
+    }
+
+    /// Blocking form of [`wait_for_cache_sync`](Self::wait_for_cache_sync)
+    /// (do not call it on an async runtime's thread).
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), SyncError> {
+        sync::wait_blocking(timeout, || self.unsynced_or_stopped())
+    }
+
+    /// Names of every informer created.
+    pub fn informer_names(&self) -> Vec<String> {
+        self.inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| m.name().to_string())
+            .collect()
+    }
+
+    /// The reflector counters of every informer, by name.
+    pub fn reflector_metrics(&self) -> Vec<(String, ReflectorMetrics)> {
+        self.inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| (m.name().to_string(), m.reflector_metrics()))
+            .collect()
+    }
+
+    fn begin_shutdown(&self) -> (Vec<JoinHandle<()>>, Vec<Arc<dyn Managed>>) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        self.inner.token.cancel();
+        let tasks = std::mem::take(&mut *self.inner.tasks.lock());
+        let informers = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        (tasks, informers)
+    }
+
+    fn finish_shutdown(&self, informers: Vec<Arc<dyn Managed>>) {
+        for m in informers {
+            m.shutdown();
+        }
+        if let Some(rt) = self.inner.owned_runtime.lock().take() {
+            // Dropping a runtime inside another one panics: do it on a thread.
+            let _ = std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(5))).join();
+        }
+        tracing::debug!("informer factory shut down");
+    }
+
+    /// Stops every reflector (closing its watch), waits for their tasks,
+    /// then stops and joins every informer thread. Idempotent.
+    pub async fn shutdown(&self) {
+        let (tasks, informers) = self.begin_shutdown();
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.finish_shutdown(informers);
+    }
+
+    /// Blocking form of [`shutdown`](Self::shutdown) (do not call it on an
+    /// async runtime's thread).
+    pub fn shutdown_blocking(&self) {
+        let (tasks, informers) = self.begin_shutdown();
+        for t in tasks {
+            let _ = futures::executor::block_on(t);
+        }
+        self.finish_shutdown(informers);
+    }
+}

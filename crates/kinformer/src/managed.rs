@@ -1,0 +1,101 @@
+//! One informer and its reflector as the factory keeps them, behind a
+//! type-erased [`Managed`] so informers of different types share one map.
+
+use std::any::Any;
+
+use kinformer_core::SharedIndexInformer;
+use kinformer_reflector::{CancellationToken, MetricsHandle, Reflector, ReflectorMetrics};
+use kube_core::Resource;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+
+use crate::error::FactoryError;
+
+/// What the factory needs to drive an informer of any type.
+pub trait Managed: Send + Sync {
+    /// The informer's name (resource path and selectors).
+    fn name(&self) -> &str;
+    /// Whether its cache has synced.
+    fn has_synced(&self) -> bool;
+    /// Starts its threads and spawns its reflector on `runtime` (once).
+    fn start(
+        &self,
+        runtime: &Handle,
+        token: &CancellationToken,
+    ) -> Result<Option<JoinHandle<()>>, FactoryError>;
+    /// Stops its threads (the reflector must have stopped already).
+    fn shutdown(&self);
+    /// The reflector's counters.
+    fn reflector_metrics(&self) -> ReflectorMetrics;
+    /// The informer, as `&SharedIndexInformer<K>`.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An informer of `K` and the reflector that will feed it.
+pub struct ManagedInformer<K: Resource + Send + Sync + 'static> {
+    name: String,
+    informer: SharedIndexInformer<K>,
+    reflector: Mutex<Option<Reflector<K>>>,
+    metrics: MetricsHandle,
+}
+
+impl<K> ManagedInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Pairs an informer with the reflector feeding its queue.
+    pub fn new(name: String, informer: SharedIndexInformer<K>, reflector: Reflector<K>) -> Self {
+        Self {
+            name,
+            informer,
+            metrics: reflector.metrics(),
+            reflector: Mutex::new(Some(reflector)),
+        }
+    }
+
+    /// The informer.
+    pub fn informer(&self) -> &SharedIndexInformer<K> {
+        &self.informer
+    }
+}
+
+impl<K> Managed for ManagedInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn has_synced(&self) -> bool {
+        self.informer.has_synced()
+    }
+
+    fn start(
+        &self,
+        runtime: &Handle,
+        token: &CancellationToken,
+    ) -> Result<Option<JoinHandle<()>>, FactoryError> {
+        let Some(reflector) = self.reflector.lock().take() else {
+            return Ok(None);
+        };
+        self.informer.start()?;
+        tracing::debug!(informer = %self.name, "starting reflector");
+        Ok(Some(runtime.spawn(reflector.run(token.child_token()))))
+    }
+
+    fn shutdown(&self) {
+        self.reflector.lock().take();
+        self.informer.shutdown();
+    }
+
+    fn reflector_metrics(&self) -> ReflectorMetrics {
+        self.metrics.get()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

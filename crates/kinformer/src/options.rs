@@ -1,0 +1,68 @@
+//! Which objects an informer watches ([`InformerOptions`]) and the
+//! factory-wide metadata transform.
+
+use std::sync::Arc;
+
+use kube_core::ObjectMeta;
+
+/// A transform of every object's metadata before it is cached, applied by
+/// informers of every type (e.g. [`strip_managed_fields`]). Must be idempotent.
+pub type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+
+/// Drops `metadata.managedFields`: usually the largest part of an object's
+/// metadata and rarely needed by controllers.
+///
+/// ```
+/// use kube_core::ObjectMeta;
+/// let mut meta = ObjectMeta { managed_fields: Some(vec![Default::default()]), ..Default::default() };
+/// kinformer::strip_managed_fields(&mut meta);
+/// assert!(meta.managed_fields.is_none());
+/// ```
+pub fn strip_managed_fields(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+}
+
+/// The scope of one informer: namespace and selectors. Informers of one
+/// type with equal options are shared.
+///
+/// ```
+/// use kinformer::InformerOptions;
+/// let o = InformerOptions::default().namespace("prod").labels("app=web");
+/// assert_eq!(o.namespace.as_deref(), Some("prod"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct InformerOptions {
+    /// Only this namespace (`None`: all namespaces). Ignored for
+    /// cluster-scoped types.
+    pub namespace: Option<String>,
+    /// Label selector, e.g. `app=web,tier!=db`.
+    pub label_selector: Option<String>,
+    /// Field selector, e.g. `spec.nodeName=node-1`.
+    pub field_selector: Option<String>,
+}
+
+impl InformerOptions {
+    /// Sets the namespace.
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        self.namespace = Some(ns.into());
+        self
+    }
+
+    /// Watches all namespaces.
+    pub fn all_namespaces(mut self) -> Self {
+        self.namespace = None;
+        self
+    }
+
+    /// Sets the label selector.
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Sets the field selector.
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into()).filter(|s| !s.is_empty());
+        self
+    }
+}

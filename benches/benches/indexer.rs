@@ -69,13 +69,25 @@ fn updates(c: &mut Criterion) {
                 })
             })
         });
+        group.throughput(Throughput::Elements(4096));
+        group.bench_function(BenchmarkId::new("kinformer_batch4096", n), |b| {
+            b.iter(|| {
+                indexer.write(|w| {
+                    for _ in 0..4096 {
+                        let i = rng.below(n);
+                        w.upsert(objs[i].0.clone(), Arc::clone(&next[i]));
+                    }
+                })
+            })
+        });
+        group.throughput(Throughput::Elements(BATCH as u64));
         group.bench_function(BenchmarkId::new("kinformer_batch256_relabel", n), |b| {
             b.iter(|| {
                 indexer.write(|w| {
                     for _ in 0..BATCH {
                         let i = rng.below(n);
                         let (k, o) = &objs[i];
-                        let obj = if i % 2 == 0 {
+                        let obj = if i.is_multiple_of(2) {
                             Arc::clone(&relabelled[i % 4096])
                         } else {
                             Arc::clone(o)

@@ -219,7 +219,7 @@ mod tests {
     fn bounded_at_two_deltas() {
         let mut d = Deltas::new(Delta::Added(cm("1")));
         for i in 2..100 {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 d.push(Delta::Deleted(DeletedObject::Final(cm(&i.to_string()))));
             } else {
                 d.push(Delta::Added(cm(&i.to_string())));

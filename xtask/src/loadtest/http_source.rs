@@ -1,8 +1,10 @@
-//! The load test over HTTP: the simulator in a child process as the source,
+//! The load test over HTTP: the simulator in a child process (or a real
+//! cluster) as the source,
 //! kube's watcher as the list/watch client (until kinformer's own reflector
 //! lands), and either kinformer's informer or kube-rs's reflector Store as
 //! the cache, measured the same way.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +23,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::admin::SimAdmin;
+use super::cluster::{self, ClusterDriver};
 use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
 use super::process::{cpu_seconds, peak_rss_bytes, rss_bytes};
 use super::sim_process::SimProcess;
@@ -49,49 +52,130 @@ impl Feed {
     }
 }
 
-/// Runs the load test against the simulator.
+/// The server side: the simulator child, or a real cluster.
+enum Server {
+    /// The child process is kept alive (and killed on drop) by the variant.
+    Sim(#[allow(dead_code)] SimProcess, SimAdmin),
+    Cluster(ClusterDriver),
+}
+
+impl Server {
+    fn source(&self) -> &'static str {
+        match self {
+            Self::Sim(..) => "sim",
+            Self::Cluster(_) => "kubeconfig",
+        }
+    }
+
+    fn namespace(&self) -> Option<&'static str> {
+        match self {
+            Self::Sim(..) => None,
+            Self::Cluster(_) => Some(cluster::NAMESPACE),
+        }
+    }
+
+    async fn churn(&self, args: &LoadtestArgs) -> anyhow::Result<u64> {
+        match self {
+            Self::Sim(_, admin) => {
+                admin
+                    .churn(args.churn, args.churn_duration(), super::pods::NAMESPACES)
+                    .await
+            }
+            Self::Cluster(d) => {
+                d.churn(args.objects, args.churn, args.churn_duration())
+                    .await
+            }
+        }
+    }
+
+    /// The resourceVersion the cache must reach to have seen every write.
+    async fn target_rv(&self) -> anyhow::Result<u64> {
+        match self {
+            Self::Sim(_, admin) => Ok(admin.stats().await?.resource_version),
+            Self::Cluster(d) => Ok(d.newest_rv()),
+        }
+    }
+
+    async fn truth(&self) -> anyhow::Result<HashMap<String, String>> {
+        match self {
+            Self::Sim(_, admin) => admin.truth().await,
+            Self::Cluster(d) => d.truth().await,
+        }
+    }
+
+    async fn faults_injected(&self) -> anyhow::Result<u64> {
+        match self {
+            Self::Sim(_, admin) => Ok(admin.stats().await?.faults_injected),
+            Self::Cluster(_) => Ok(0),
+        }
+    }
+}
+
+/// Runs the load test against the simulator (default) or `--kubeconfig`.
 pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
-    let sim = SimProcess::start(args)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
-    let client = rt.block_on(async {
-        let config = kube::Config::new(sim.url.parse().context("simulator URL")?);
-        Client::try_from(config).context("kube client")
-    })?;
-    let admin = SimAdmin {
-        client: client.clone(),
+    let (server, client) = match &args.kubeconfig {
+        Some(path) => rt.block_on(async {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).context("reading the kubeconfig")?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+            let client = Client::try_from(config).context("kube client")?;
+            let driver = ClusterDriver::new(client.clone()).await?;
+            eprintln!(
+                "creating {} Pods in namespace {}",
+                args.objects,
+                cluster::NAMESPACE
+            );
+            driver.fill(args.objects).await?;
+            anyhow::Ok((Server::Cluster(driver), client))
+        })?,
+        None => {
+            let sim = SimProcess::start(args)?;
+            let client = rt.block_on(async {
+                let config = kube::Config::new(sim.url.parse().context("simulator URL")?);
+                Client::try_from(config).context("kube client")
+            })?;
+            let admin = SimAdmin {
+                client: client.clone(),
+            };
+            (Server::Sim(sim, admin), client)
+        }
     };
     let strip = args.transform == TransformArg::StripManagedFields;
-    let report = if args.metadata_only {
+    let ns = server.namespace();
+    if args.metadata_only {
         let stream = move |c: Client| -> WatchStream<PartialObjectMeta<Pod>> {
-            let s = watcher::watcher(
-                Api::<PartialObjectMeta<Pod>>::all(c),
-                watcher::Config::default(),
-            )
-            .default_backoff();
+            let api: Api<PartialObjectMeta<Pod>> = match ns {
+                Some(ns) => Api::namespaced(c, ns),
+                None => Api::all(c),
+            };
+            let s = watcher::watcher(api, watcher::Config::default()).default_backoff();
             if strip {
                 s.modify(|o| o.managed_fields_mut().clear()).boxed()
             } else {
                 s.boxed()
             }
         };
-        drive(args, &rt, &client, &admin, stream)?
+        drive(args, &rt, &client, &server, stream)
     } else {
         let stream = move |c: Client| -> WatchStream<Pod> {
-            let s =
-                watcher::watcher(Api::<Pod>::all(c), watcher::Config::default()).default_backoff();
+            let api: Api<Pod> = match ns {
+                Some(ns) => Api::namespaced(c, ns),
+                None => Api::all(c),
+            };
+            let s = watcher::watcher(api, watcher::Config::default()).default_backoff();
             if strip {
                 s.modify(|o| o.managed_fields_mut().clear()).boxed()
             } else {
                 s.boxed()
             }
         };
-        drive(args, &rt, &client, &admin, stream)?
-    };
-    drop(sim);
-    Ok(report)
+        drive(args, &rt, &client, &server, stream)
+    }
 }
 
 /// The cache under test, behind one interface.
@@ -214,7 +298,7 @@ fn drive<K>(
     args: &LoadtestArgs,
     rt: &tokio::runtime::Runtime,
     client: &Client,
-    admin: &SimAdmin,
+    server: &Server,
     stream: impl Fn(Client) -> WatchStream<K>,
 ) -> anyhow::Result<Report>
 where
@@ -222,12 +306,121 @@ where
 {
     let rss_before = rss_bytes();
     let cpu_before = cpu_seconds();
-    let feed = Arc::new(Feed::default());
-    let stats: Vec<Arc<LagStats>> = (0..args.handlers.max(1))
-        .map(|_| LagStats::new())
-        .collect::<anyhow::Result<_>>()?;
+    let feeds: Vec<Arc<Feed>> = (0..args.informers.max(1)).map(|_| Arc::default()).collect();
+    let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
+    let mut tasks = Vec::new();
+    let mut stats: Vec<Arc<LagStats>> = Vec::new();
     let t0 = Instant::now();
-    let (cache, task): (Arc<dyn Cache<K>>, _) = match args.implementation {
+    for feed in &feeds {
+        let (cache, task) = start_one(args, rt, stream(client.clone()), feed, &mut stats)?;
+        caches.push(cache);
+        tasks.push(task);
+    }
+    let synced = wait_for(Duration::from_secs(900), || {
+        caches.iter().all(|c| c.synced())
+    });
+    let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    if !synced {
+        tasks.iter().for_each(|t| t.abort());
+        bail!("initial sync did not finish within 900 s");
+    }
+    let steady_rss = rss_bytes();
+
+    for s in &stats {
+        s.recording.store(true, Ordering::SeqCst);
+    }
+    let keys = caches[0]
+        .keys_and_versions()
+        .into_iter()
+        .take(100_000)
+        .map(|(k, _)| k)
+        .collect();
+    let reader_cache = Arc::clone(&caches[0]);
+    let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
+    let start = Instant::now();
+    let changes = rt.block_on(server.churn(args))?;
+    let target = rt.block_on(server.target_rv())?;
+    let caught_up = wait_for(Duration::from_secs(120), || {
+        feeds
+            .iter()
+            .all(|f| f.max_rv.load(Ordering::Relaxed) >= target)
+            && caches.iter().all(|c| c.drained())
+    });
+    let churn_seconds = start.elapsed().as_secs_f64();
+    let reads = readers.stop();
+    if !caught_up {
+        tracing::warn!("the cache did not reach the source's resourceVersion within 120 s");
+    }
+
+    let truth = rt.block_on(server.truth())?;
+    let mut mismatches = usize::MAX;
+    for attempt in 0..10 {
+        mismatches = caches
+            .iter()
+            .map(|c| {
+                let pairs = c.keys_and_versions();
+                compare(
+                    pairs.iter().map(|(k, v)| (k.as_str(), v.as_deref())),
+                    &truth,
+                )
+            })
+            .sum();
+        if mismatches == 0 {
+            break;
+        }
+        tracing::info!(attempt, mismatches, "cache not yet converged");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let faults_injected = rt.block_on(server.faults_injected())?;
+    tasks.iter().for_each(|t| t.abort());
+    let first = &stats[0];
+    let (p50, p99) = {
+        let h = first.lag_us.lock();
+        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+    };
+    Ok(Report {
+        source: server.source().into(),
+        implementation: args.implementation.as_str().into(),
+        kind: args.kind.clone(),
+        objects: args.objects,
+        informers: caches.len(),
+        handlers: args.handlers,
+        initial_sync_seconds,
+        changes_made: changes,
+        updates_per_second: first.recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
+        lag_p50_us: p50,
+        lag_p99_us: p99,
+        reads_per_second: reads as f64 / churn_seconds,
+        peak_rss_bytes: peak_rss_bytes(),
+        steady_rss_bytes: steady_rss,
+        bytes_per_object: steady_rss.saturating_sub(rss_before)
+            / (args.objects.max(1) * caches.len()) as u64,
+        cpu_seconds: cpu_seconds() - cpu_before,
+        relists: feeds
+            .iter()
+            .map(|f| f.inits.load(Ordering::Relaxed).saturating_sub(1))
+            .sum(),
+        watch_restarts: feeds.iter().map(|f| f.errors.load(Ordering::Relaxed)).sum(),
+        faults_injected,
+        handler_panics: caches.iter().map(|c| c.handler_panics()).sum(),
+        cache_matches_source: mismatches == 0,
+    })
+}
+
+type Started<K> = (Arc<dyn Cache<K>>, tokio::task::JoinHandle<()>);
+
+/// Starts one cache of the chosen implementation fed by `events`.
+fn start_one<K>(
+    args: &LoadtestArgs,
+    rt: &tokio::runtime::Runtime,
+    events: WatchStream<K>,
+    feed: &Arc<Feed>,
+    stats: &mut Vec<Arc<LagStats>>,
+) -> anyhow::Result<Started<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    match args.implementation {
         Impl::Kinformer => {
             let mut b = SharedIndexInformer::<K>::builder()
                 .name("loadtest")
@@ -236,29 +429,34 @@ where
                 b = b.threads(t);
             }
             let informer = b.build();
-            let registrations = stats
-                .iter()
-                .map(|s| informer.add_event_handler(LagHandler(Arc::clone(s))))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut registrations = Vec::new();
+            for _ in 0..args.handlers.max(1) {
+                let s = LagStats::new()?;
+                registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
+                stats.push(s);
+            }
             informer.start()?;
-            let pump = pump_into_fifo(
-                stream(client.clone()),
+            let task = rt.spawn(pump_into_fifo(
+                events,
                 Arc::clone(informer.queue()),
-                Arc::clone(&feed),
-            );
-            let task = rt.spawn(pump);
-            let cache: Arc<dyn Cache<K>> = Arc::new(KinformerCache {
-                informer,
-                registrations,
-            });
-            (cache, task)
+                Arc::clone(feed),
+            ));
+            Ok((
+                Arc::new(KinformerCache {
+                    informer,
+                    registrations,
+                }),
+                task,
+            ))
         }
         Impl::KubeRs => {
             let (store, writer) = reflector::store::<K>();
             let ready = Arc::new(AtomicU64::new(0));
-            let handler = LagHandler(Arc::clone(&stats[0]));
-            let mut events = stream(client.clone()).reflect(writer).boxed();
-            let (r, f) = (Arc::clone(&ready), Arc::clone(&feed));
+            let s = LagStats::new()?;
+            let handler = LagHandler(Arc::clone(&s));
+            stats.push(s);
+            let mut events = events.reflect(writer).boxed();
+            let (r, f) = (Arc::clone(&ready), Arc::clone(feed));
             let task = rt.spawn(async move {
                 while let Some(event) = events.next().await {
                     match event {
@@ -277,84 +475,7 @@ where
                     }
                 }
             });
-            let cache: Arc<dyn Cache<K>> = Arc::new(KubeRsCache { store, ready });
-            (cache, task)
+            Ok((Arc::new(KubeRsCache { store, ready }), task))
         }
-    };
-    let synced = wait_for(Duration::from_secs(900), || cache.synced());
-    let initial_sync_seconds = t0.elapsed().as_secs_f64();
-    if !synced {
-        task.abort();
-        bail!("initial sync did not finish within 900 s");
     }
-    let steady_rss = rss_bytes();
-
-    for s in &stats {
-        s.recording.store(true, Ordering::SeqCst);
-    }
-    let keys = cache
-        .keys_and_versions()
-        .into_iter()
-        .take(100_000)
-        .map(|(k, _)| k)
-        .collect();
-    let reader_cache = Arc::clone(&cache);
-    let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
-    let start = Instant::now();
-    let changes =
-        rt.block_on(admin.churn(args.churn, args.churn_duration(), super::pods::NAMESPACES))?;
-    let server = rt.block_on(admin.stats())?;
-    let caught_up = wait_for(Duration::from_secs(120), || {
-        feed.max_rv.load(Ordering::Relaxed) >= server.resource_version && cache.drained()
-    });
-    let churn_seconds = start.elapsed().as_secs_f64();
-    let reads = readers.stop();
-    if !caught_up {
-        tracing::warn!("the cache did not reach the server's resourceVersion within 120 s");
-    }
-
-    let truth = rt.block_on(admin.truth())?;
-    let mut mismatches = usize::MAX;
-    for attempt in 0..10 {
-        let pairs = cache.keys_and_versions();
-        mismatches = compare(
-            pairs.iter().map(|(k, v)| (k.as_str(), v.as_deref())),
-            &truth,
-        );
-        if mismatches == 0 {
-            break;
-        }
-        tracing::info!(attempt, mismatches, "cache not yet converged");
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    let faults_injected = rt.block_on(admin.stats())?.faults_injected;
-    task.abort();
-    let first = &stats[0];
-    let (p50, p99) = {
-        let h = first.lag_us.lock();
-        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
-    };
-    Ok(Report {
-        source: "sim".into(),
-        implementation: args.implementation.as_str().into(),
-        kind: args.kind.clone(),
-        objects: args.objects,
-        informers: 1,
-        handlers: args.handlers,
-        initial_sync_seconds,
-        changes_made: changes,
-        updates_per_second: first.recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
-        lag_p50_us: p50,
-        lag_p99_us: p99,
-        reads_per_second: reads as f64 / churn_seconds,
-        peak_rss_bytes: peak_rss_bytes(),
-        steady_rss_bytes: steady_rss,
-        bytes_per_object: steady_rss.saturating_sub(rss_before) / args.objects.max(1) as u64,
-        cpu_seconds: cpu_seconds() - cpu_before,
-        relists: feed.inits.load(Ordering::Relaxed).saturating_sub(1),
-        watch_restarts: feed.errors.load(Ordering::Relaxed),
-        faults_injected,
-        handler_panics: cache.handler_panics(),
-        cache_matches_source: mismatches == 0,
-    })
 }

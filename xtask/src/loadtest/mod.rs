@@ -2,6 +2,7 @@
 //! readers query the cache, then compare the cache with the source of truth.
 
 mod admin;
+mod cluster;
 mod http_source;
 mod measure;
 mod pods;
@@ -120,7 +121,13 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     if args.kind != "pods" {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
-    let report = match args.source {
+    // `--kubeconfig FILE` alone selects a real cluster as the source.
+    let source = if args.kubeconfig.is_some() {
+        Source::Kubeconfig
+    } else {
+        args.source
+    };
+    let report = match source {
         Source::Synthetic => {
             if args.implementation != Impl::Kinformer {
                 bail!("--impl kube-rs needs --source sim");
@@ -130,10 +137,10 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
             }
             synthetic::run(args)?
         }
-        Source::Sim => http_source::run(args)?,
-        Source::Kubeconfig => {
-            bail!("--source kubeconfig is not available yet: use --source sim or synthetic")
+        Source::Kubeconfig if args.kubeconfig.is_none() => {
+            bail!("--source kubeconfig needs --kubeconfig FILE")
         }
+        Source::Sim | Source::Kubeconfig => http_source::run(args)?,
     };
     report.print_table();
     if let Some(path) = &args.json {

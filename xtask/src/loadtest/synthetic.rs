@@ -86,7 +86,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         rv += 1;
         objects.push(stamp(&template, i, rv, now_unix_nanos()));
         truth.insert(key(i), rv.to_string());
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             fill.set_position(i as u64);
         }
     }

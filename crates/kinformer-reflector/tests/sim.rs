@@ -1,0 +1,171 @@
+//! The reflector against kinformer-sim: restarts, selectors, streaming.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::ListWatchTarget;
+use kinformer_sim::{FaultAction, FaultConfig, RunningSim, Sim};
+use serde_json::{Value, json};
+
+async fn sim() -> RunningSim {
+    Sim::builder()
+        .build()
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn sim_pod(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "busybox"}]}})
+}
+
+/// The cache equals the sim's truth (keys and resourceVersions).
+fn matches_source(h: &Harness, sim: &RunningSim) -> bool {
+    let (_, truth) = sim.handle().keys_and_versions("pods").unwrap();
+    let mut cache: Vec<(String, u64)> = h
+        .informer
+        .indexer()
+        .list()
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default()
+                ),
+                p.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or("0")
+                    .parse()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    cache.sort();
+    cache == truth
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_with_lost_history_relists_and_delivers_missed_deletes() {
+    for watch_list in [true, false] {
+        let sim = sim().await;
+        for i in 0..5 {
+            sim.handle()
+                .create("pods", sim_pod(&format!("p-{i}"), json!({})))
+                .unwrap();
+        }
+        let h = Harness::start(client(sim.addr()), fast(watch_list));
+        eventually("synced", || h.informer.has_synced()).await;
+        sim.handle()
+            .create("pods", sim_pod("live", json!({})))
+            .unwrap();
+        eventually("live event", || h.cache().len() == 6).await;
+        // Cut the watch; while the reconnect is held up, delete a pod and lose the history.
+        sim.handle().set_faults(FaultConfig {
+            latency_ms: 400,
+            ..FaultConfig::default()
+        });
+        sim.handle()
+            .trigger(FaultAction::CloseWatches { fraction: 1.0 });
+        sim.handle().delete("pods", "default", "p-1").unwrap();
+        sim.handle().trigger(FaultAction::Restart);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sim.handle().set_faults(FaultConfig::default());
+        eventually("tombstone for p-1", || {
+            h.events.lock().contains(&Seen2::Delete("p-1".into(), true))
+        })
+        .await;
+        eventually("cache matches source", || matches_source(&h, &sim)).await;
+        assert!(h.metrics.get().relists >= 1, "{:?}", h.metrics.get());
+        // And it keeps watching after the relist.
+        sim.handle()
+            .create("pods", sim_pod("after", json!({})))
+            .unwrap();
+        eventually("after restart", || matches_source(&h, &sim)).await;
+        assert!(h.cache().iter().any(|(n, _)| n == "after"));
+        h.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_and_field_selectors_are_honoured() {
+    let sim = sim().await;
+    for (name, app) in [("web-1", "web"), ("web-2", "web"), ("db-1", "db")] {
+        sim.handle()
+            .create("pods", sim_pod(name, json!({"app": app})))
+            .unwrap();
+    }
+    for watch_list in [true, false] {
+        let target = ListWatchTarget::of::<Pod>(&(), Some("default"))
+            .labels("app=web")
+            .fields("spec.nodeName=n");
+        let h = Harness::start_target(client(sim.addr()), fast(watch_list), target);
+        eventually("synced", || h.informer.has_synced()).await;
+        let names: Vec<String> = h.cache().into_iter().map(|(n, _)| n).collect();
+        assert!(names.iter().all(|n| n.starts_with("web-")), "{names:?}");
+        assert!(names.len() >= 2);
+        h.stop().await;
+    }
+    // Leaving the selector is a delete for a selective watch.
+    let target = ListWatchTarget::of::<Pod>(&(), None).labels("app=web");
+    let h = Harness::start_target(client(sim.addr()), fast(false), target);
+    eventually("synced", || h.informer.has_synced()).await;
+    sim.handle()
+        .patch(
+            "pods",
+            "default",
+            "web-1",
+            &json!({"metadata": {"labels": {"app": "db"}}}),
+        )
+        .unwrap();
+    sim.handle()
+        .create("pods", sim_pod("web-3", json!({"app": "web"})))
+        .unwrap();
+    sim.handle()
+        .create("pods", sim_pod("db-2", json!({"app": "db"})))
+        .unwrap();
+    eventually("web-1 left, web-3 joined", || {
+        let names: Vec<String> = h.cache().into_iter().map(|(n, _)| n).collect();
+        names == ["web-2", "web-3"]
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_list_against_the_sim_syncs_without_list_and_follows_churn() {
+    let sim = sim().await;
+    for i in 0..50 {
+        sim.handle()
+            .create("pods", sim_pod(&format!("p-{i:02}"), json!({})))
+            .unwrap();
+    }
+    let h = Harness::start(client(sim.addr()), fast(true));
+    eventually("synced", || h.informer.has_synced()).await;
+    assert_eq!(sim.handle().stats().lists, 0);
+    for i in 0..10 {
+        sim.handle()
+            .delete("pods", "default", &format!("p-{i:02}"))
+            .unwrap();
+        sim.handle()
+            .patch(
+                "pods",
+                "default",
+                &format!("p-{:02}", 49 - i),
+                &json!({"metadata": {"labels": {"x": "y"}}}),
+            )
+            .unwrap();
+    }
+    eventually("cache matches source", || matches_source(&h, &sim)).await;
+    assert_eq!(h.metrics.get().watch_list_syncs, 1);
+    h.stop().await;
+}

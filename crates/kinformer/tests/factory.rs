@@ -1,0 +1,283 @@
+//! The factory against kinformer-sim: sharing, lifecycle, listers,
+//! dynamic and metadata-only informers.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kinformer::{
+    BackoffConfig, EventHandlerFns, InformerOptions, Lister, ReflectorConfig,
+    SharedInformerFactory, SyncError,
+};
+use kinformer_sim::{RunningSim, Sim};
+use kube::Client;
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube_core::{Expression, Selector};
+use serde_json::{Value, json};
+
+const SYNC: Duration = Duration::from_secs(15);
+
+async fn sim() -> (RunningSim, Client) {
+    let sim = Sim::builder()
+        .build()
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
+    cfg.default_retry = false;
+    (sim, Client::try_from(cfg).unwrap())
+}
+
+fn pod(ns: &str, name: &str, app: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app},
+            "managedFields": [{"manager": "test", "operation": "Apply"}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})
+}
+
+fn fill(sim: &RunningSim) {
+    for (ns, name, app) in [
+        ("default", "web-1", "web"),
+        ("default", "db-1", "db"),
+        ("prod", "web-2", "web"),
+    ] {
+        sim.handle()
+            .create("pods", pod(ns, name, app, "node-1"))
+            .unwrap();
+    }
+    sim.handle()
+        .create(
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}}),
+        )
+        .unwrap();
+}
+
+fn fast() -> ReflectorConfig {
+    ReflectorConfig::default().backoff(BackoffConfig {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(200),
+        jitter: 0.0,
+        ..BackoffConfig::default()
+    })
+}
+
+fn factory(client: Client) -> SharedInformerFactory {
+    SharedInformerFactory::builder(client)
+        .threads_per_informer(1)
+        .reflector_config(fast())
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_watch_per_type_namespace_and_selectors_however_often_informer_is_called() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let a = f.informer::<Pod>();
+    let b = f.informer::<Pod>();
+    let _ = f.informer::<Pod>();
+    let _ = f.informer::<ConfigMap>();
+    let prod = f.informer_with::<Pod>(InformerOptions::default().namespace("prod"));
+    let _ = f.informer_with::<Pod>(InformerOptions::default().namespace("prod"));
+    let web = f.informer_with::<Pod>(InformerOptions::default().labels("app=web"));
+    assert_eq!(f.informer_names().len(), 4, "{:?}", f.informer_names());
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(sim.handle().stats().watches_started, 4);
+    // `a` and `b` are one informer: one cache.
+    assert_eq!(a.indexer().len(), 3);
+    assert!(Arc::ptr_eq(
+        &a.indexer().snapshot(),
+        &b.indexer().snapshot()
+    ));
+    assert_eq!(prod.indexer().len(), 1);
+    assert_eq!(web.indexer().len(), 2);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_is_idempotent_and_late_informers_start_at_once() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let pods = f.informer::<Pod>();
+    f.start().unwrap();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    f.start().unwrap();
+    assert_eq!(sim.handle().stats().watches_started, 1);
+    let cms = f.informer::<ConfigMap>();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(sim.handle().stats().watches_started, 2);
+    assert_eq!((pods.indexer().len(), cms.indexer().len()), (3, 1));
+    f.shutdown().await;
+    assert!(f.start().is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_cache_sync_times_out_naming_the_unsynced_informers() {
+    let (sim, client) = sim().await;
+    let f = factory(client);
+    let _ = f.informer::<Pod>();
+    let _ = f.informer_with::<ConfigMap>(InformerOptions::default().namespace("x"));
+    // Not started: nothing can sync.
+    match f.wait_for_cache_sync(Duration::from_millis(100)).await {
+        Err(SyncError::Timeout { unsynced, .. }) => {
+            assert_eq!(unsynced.len(), 2);
+            assert!(
+                unsynced.iter().any(|n| n.contains("/api/v1/pods")),
+                "{unsynced:?}"
+            );
+            assert!(
+                unsynced
+                    .iter()
+                    .any(|n| n.contains("namespaces/x/configmaps")),
+                "{unsynced:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    f.shutdown().await;
+    assert_eq!(f.wait_for_cache_sync(SYNC).await, Err(SyncError::ShutDown));
+    drop(sim);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = SharedInformerFactory::builder(client)
+        .threads_per_informer(1)
+        .reflector_config(fast())
+        .transform_meta(kinformer::strip_managed_fields)
+        .build();
+    let pods = f.informer::<Pod>();
+    pods.add_indexers(vec![(
+        "node".to_string(),
+        kinformer::IndexFn::new(|p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .into_iter()
+                .collect()
+        }),
+    )])
+    .unwrap();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let lister = Lister::new(pods.indexer());
+    let web1 = lister.get("default", "web-1").unwrap();
+    assert!(web1.metadata.managed_fields.is_none(), "transform applied");
+    assert!(lister.get("prod", "web-1").is_none());
+    let web: Selector = Expression::Equal("app".into(), "web".into()).into();
+    assert_eq!(lister.list(&web).len(), 2);
+    assert_eq!(lister.list(&Selector::default()).len(), 3);
+    let default = lister.namespaced("default");
+    assert_eq!(default.list_all().len(), 2);
+    assert_eq!(default.list(&web).len(), 1);
+    assert!(default.get("db-1").is_some());
+    assert_eq!(lister.by_index("node", "node-1").unwrap().len(), 3);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_before_and_after_start_see_every_object() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let pods = f.informer::<Pod>();
+    let early = Arc::new(AtomicUsize::new(0));
+    let e = early.clone();
+    pods.add_event_handler(EventHandlerFns::new().on_add(move |_: &Arc<Pod>, _| {
+        e.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let late = Arc::new(AtomicUsize::new(0));
+    let l = late.clone();
+    let reg = pods
+        .add_event_handler(EventHandlerFns::new().on_add(move |_: &Arc<Pod>, initial| {
+            if initial {
+                l.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SYNC;
+    while !(reg.has_synced()
+        && late.load(Ordering::SeqCst) == 3
+        && early.load(Ordering::SeqCst) == 3)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "handlers did not see 3 pods"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_informer_caches_partial_objects() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let meta = f.metadata_informer::<Pod>();
+    let full = f.informer::<Pod>();
+    let nodes = f.informer_with::<Node>(InformerOptions::default().namespace("ignored"));
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(meta.indexer().len(), 3);
+    let m = meta.indexer().get("default/web-1").unwrap();
+    assert_eq!(m.metadata.labels.as_ref().unwrap()["app"], "web");
+    assert_eq!(full.indexer().len(), 3);
+    assert!(nodes.indexer().is_empty());
+    assert_eq!(sim.handle().stats().watches_started, 3);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_informer_lists_by_api_resource() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+    let cms = f.dynamic_informer(&ar);
+    let again = f.dynamic_informer(&ar);
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(cms.indexer().len(), 1);
+    let cm: Arc<DynamicObject> = again.indexer().get("default/cm").unwrap();
+    assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+    assert_eq!(sim.handle().stats().watches_started, 1);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_every_watch() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let pods = f.informer::<Pod>();
+    let _ = f.informer::<ConfigMap>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(sim.handle().stats().watches_open, 2);
+    tokio::time::timeout(Duration::from_secs(5), f.shutdown())
+        .await
+        .expect("shutdown hung");
+    let deadline = tokio::time::Instant::now() + SYNC;
+    while sim.handle().stats().watches_open != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "watches still open");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(pods.queue().is_closed());
+    f.shutdown().await;
+}

@@ -13,7 +13,7 @@
 //! - [`event`]: decoding one watch event line;
 //! - [`lines`]: splitting a response body into lines with an idle timeout;
 //! - [`transport`]: sending requests and classifying failures;
-//! - [`error`]: [`ReflectorError`];
+//! - [`error`]: typed errors ([`ReflectorError`]);
 //! - [`metrics`]: [`ReflectorMetrics`] counters.
 //!
 //! The reflector does nothing but list and watch: decoding, caching and handler

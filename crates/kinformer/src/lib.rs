@@ -13,7 +13,7 @@
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
 //! - [`sync`]: waiting for caches to sync ([`SyncError`]);
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
-//! - [`error`]: [`FactoryError`].
+//! - [`error`]: factory errors ([`FactoryError`]).
 //!
 //! The building blocks are re-exported: everything of [`kinformer_core`]
 //! (informer, handlers, indexer, deltas) and the reflector's configuration.

@@ -249,17 +249,39 @@ pub fn fill(
     }
     let base = shared.store.len(res);
     let threads = threads.clamp(1, 16);
+    // Pods: stamp the per-object fields into the pre-encoded template (no JSON value per object).
+    let template = (def.group.is_empty() && def.plural == "pods")
+        .then(|| template::PodTemplate::new(shared.store.stamps_commit_time()));
     let per = objects.div_ceil(threads);
     let created = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (def, created) = (&def, &created);
+            let (def, created, template) = (&def, &created, &template);
             s.spawn(move || {
                 let lo = t * per;
                 let hi = ((t + 1) * per).min(objects);
                 let mut i = lo;
+                let mut rng = rand::rng();
                 while i < hi {
                     let end = (i + 1024).min(hi);
+                    if let Some(template) = template {
+                        let created_at = crate::object::now_rfc3339();
+                        let batch: Vec<_> = (i..end)
+                            .map(|j| {
+                                let n = (base + j) as u64;
+                                let ns = template::namespace_name(j % namespaces);
+                                let uid = uuid::Builder::from_random_bytes(rng.random())
+                                    .into_uuid()
+                                    .to_string();
+                                let name = format!("{}-{n}", def.singular);
+                                template.stamp(&ns, &name, n, &uid, &created_at)
+                            })
+                            .collect();
+                        let (c, _) = shared.store.create_encoded_many(res, batch);
+                        created.fetch_add(c, Ordering::Relaxed);
+                        i = end;
+                        continue;
+                    }
                     let batch: Vec<Value> = (i..end)
                         .map(|j| {
                             let n = (base + j) as u64;

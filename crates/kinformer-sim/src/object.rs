@@ -117,6 +117,20 @@ pub struct StoredObject {
     pub meta: ObjMeta,
 }
 
+/// An object encoded outside the store lock, its resourceVersion (and commit time) left to stamp at
+/// commit: the bulk-fill fast path (see [`crate::template::PodTemplate`]).
+#[derive(Debug, Clone, Default)]
+pub struct PreEncoded {
+    /// The object's JSON with the stamped values left out.
+    pub bytes: Vec<u8>,
+    /// Where the resourceVersion digits go (between the quotes of `"resourceVersion":""`).
+    pub rv_at: usize,
+    /// Where the commit-time digits go (inside the annotation's quotes), when stamped.
+    pub commit_at: Option<usize>,
+    /// Parsed fields; `rv` is set at commit.
+    pub meta: ObjMeta,
+}
+
 impl StoredObject {
     /// Parse the stored bytes back into a JSON value.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {

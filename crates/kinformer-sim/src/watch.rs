@@ -167,7 +167,7 @@ impl Watcher {
             }
         }
         for ev in &sub.backlog {
-            self.on_event(ev).await?;
+            self.replay_event(ev).await?;
         }
         let deadline = tokio::time::Instant::now() + self.req.timeout;
         let mut tick = tokio::time::interval(shared.config.bookmark_interval);
@@ -192,14 +192,34 @@ impl Watcher {
                     }
                 }
                 ev = rx.recv() => match ev {
-                    Ok(ev) => self.on_event(&ev).await?,
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        shared.counters.watches_lagged.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(missed = n, "watcher fell behind; closing it with 410");
-                        return self.send_error(ApiError::expired(format!(
-                            "watch closed: client too slow, {n} events behind at resource version {}", self.last_rv
-                        ))).await;
+                    Ok(ev) => {
+                        // Send what is already queued with it as one body chunk (a backlog costs
+                        // one write, not one per event); a lone event goes out as the shared line.
+                        let mut batch = Batch::default();
+                        if let Some(line) = self.on_event(&ev).await? {
+                            batch.push(line);
+                        }
+                        let mut lagged = None;
+                        while batch.len < BATCH && batch.lines.len() < MAX_BATCH_EVENTS {
+                            match rx.try_recv() {
+                                Ok(ev) => {
+                                    if let Some(line) = self.on_event(&ev).await? {
+                                        batch.push(line);
+                                    }
+                                }
+                                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                    lagged = Some(n);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        self.send_batch(batch).await?;
+                        if let Some(n) = lagged {
+                            return self.lagged(n).await;
+                        }
                     }
+                    Err(broadcast::error::RecvError::Lagged(n)) => return self.lagged(n).await,
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
                 _ = tick.tick(), if self.req.bookmarks => {
@@ -216,6 +236,46 @@ impl Watcher {
                 _ = self.tx.closed() => return Err(Closed),
             }
         }
+    }
+
+    /// The watcher fell more than the broadcast capacity behind: end it with a 410, like the
+    /// watch cache ends a watcher it cannot keep.
+    async fn lagged(&self, n: u64) -> Result<(), Closed> {
+        self.shared
+            .counters
+            .watches_lagged
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(missed = n, "watcher fell behind; closing it with 410");
+        self.send_error(ApiError::expired(format!(
+            "watch closed: client too slow, {n} events behind at resource version {}",
+            self.last_rv
+        )))
+        .await
+    }
+
+    /// Send a batch of event lines as one body chunk: a lone line as it is (the bytes encoded
+    /// once at commit and shared by every watcher), several concatenated. Copying a backlog into
+    /// one chunk measured cheaper than queueing its lines as separate chunks (one per event
+    /// through the channel, the body and the chunked encoder).
+    async fn send_batch(&self, batch: Batch) -> Result<(), Closed> {
+        let count = batch.lines.len() as u64;
+        let chunk = match batch.lines.len() {
+            0 => return Ok(()),
+            1 => batch.lines.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut buf = Vec::with_capacity(batch.len);
+                for l in &batch.lines {
+                    buf.extend_from_slice(l);
+                }
+                Bytes::from(buf)
+            }
+        };
+        self.send(chunk).await?;
+        self.shared
+            .counters
+            .events_sent
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn send_initial(&self, initial: &crate::store::ObjectMap) -> Result<(), Closed> {
@@ -262,9 +322,19 @@ impl Watcher {
         Ok(())
     }
 
-    async fn on_event(&mut self, ev: &Arc<Event>) -> Result<(), Closed> {
+    /// Send one event right away (replayed history).
+    async fn replay_event(&mut self, ev: &Arc<Event>) -> Result<(), Closed> {
+        let mut batch = Batch::default();
+        if let Some(line) = self.on_event(ev).await? {
+            batch.push(line);
+        }
+        self.send_batch(batch).await
+    }
+
+    /// The line to send for an event, if any (faulty lines are sent here and end the watch).
+    async fn on_event(&mut self, ev: &Arc<Event>) -> Result<Option<Bytes>, Closed> {
         if ev.rv <= self.last_rv {
-            return Ok(());
+            return Ok(None);
         }
         self.last_rv = ev.rv;
         let cur = self.in_scope(&ev.obj);
@@ -282,7 +352,7 @@ impl Watcher {
                 let bytes = prev.unwrap_or_else(|| ev.obj.bytes.clone());
                 metadata::typed_line(EventType::Deleted, &bytes, self.req.repr)
             }
-            _ if !cur => return Ok(()),
+            _ if !cur => return Ok(None),
             _ => match self.req.repr {
                 Representation::Full => ev.line.clone(),
                 Representation::Metadata => metadata::event_line(ev),
@@ -303,11 +373,23 @@ impl Watcher {
             self.send(line.slice(..line.len() / 2)).await?;
             return Err(Closed);
         }
-        self.send(line).await?;
-        self.shared
-            .counters
-            .events_sent
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(Some(line))
     }
 }
+
+/// Event lines gathered to go out as one body chunk.
+#[derive(Default)]
+struct Batch {
+    lines: Vec<Bytes>,
+    len: usize,
+}
+
+impl Batch {
+    fn push(&mut self, line: Bytes) {
+        self.len += line.len();
+        self.lines.push(line);
+    }
+}
+
+/// Most events gathered into one batch.
+const MAX_BATCH_EVENTS: usize = 256;

@@ -437,19 +437,21 @@ async fn shutdown_ends_an_open_watch_promptly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_stops_when_the_queue_is_closed() {
     let script = Arc::new(Script::default());
+    let gate = Arc::new(Notify::new());
     script.list(Reply::Json(list(3, vec![], None)));
     script.watch(Reply::Stream {
         before: vec![],
-        gate: None,
-        after: vec![],
+        gate: Some(gate.clone()),
+        after: vec![event("ADDED", pod("late", 4))],
         hang: true,
     });
     let addr = fake_server(script.clone()).await;
     let h = Harness::start(client(addr), fast(false));
     eventually("watching", || !script.seen_watches().is_empty()).await;
     h.informer.shutdown();
-    // The next relist cannot feed a closed queue: make the watch end.
     assert!(!h.task.is_finished());
-    h.token.cancel();
+    // The next event cannot be queued: the reflector returns on its own.
+    gate.notify_one();
     within(h.task).await.unwrap();
+    assert!(!h.token.is_cancelled());
 }

@@ -32,6 +32,10 @@ pub struct ContinueToken {
     /// Total items in scope at `rv` (for `remainingItemCount`); absent with selectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t: Option<u64>,
+    /// Continue at the latest state instead of `rv` (the token handed back with an expired
+    /// continue's 410; kube-apiserver encodes it as resourceVersion -1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub latest: bool,
 }
 
 impl ContinueToken {
@@ -43,7 +47,11 @@ impl ContinueToken {
 
     /// Decode; a malformed token is a 400.
     pub fn decode(s: &str) -> Result<Self, ApiError> {
-        let bad = |why: String| ApiError::bad_request(format!("continue key is not valid: {why}"));
+        let bad = |why: String| {
+            ApiError::bad_request(format!(
+                "invalid continue token: continue key is not valid: {why}"
+            ))
+        };
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(s.trim_end_matches('='))
             .map_err(|e| bad(e.to_string()))?;
@@ -115,9 +123,19 @@ pub async fn choose_snapshot(
 ) -> Result<(Snapshot, Option<ContinueToken>), ApiError> {
     if let Some(tok) = &p.continue_token {
         let tok = ContinueToken::decode(tok)?;
-        let snap = store
-            .find_snapshot(res, tok.rv)
-            .ok_or_else(|| ApiError::expired(EXPIRED_CONTINUE))?;
+        if tok.latest {
+            return Ok((store.snapshot(res), Some(tok)));
+        }
+        let snap = store.find_snapshot(res, tok.rv).ok_or_else(|| {
+            // Like kube-apiserver: the 410 carries a token continuing (inconsistently) at the
+            // latest state.
+            let inconsistent = ContinueToken {
+                latest: true,
+                t: None,
+                ..tok.clone()
+            };
+            ApiError::expired(EXPIRED_CONTINUE).with_continue(inconsistent.encode())
+        })?;
         return Ok((snap, Some(tok)));
     }
     match (parse_rv(p.resource_version.as_deref())?, p.rv_match) {
@@ -189,6 +207,7 @@ pub fn page(
                 start: last.meta.key().to_string(),
                 n,
                 t: total,
+                latest: false,
             };
             store.remember_snapshot(snap);
             (Some(next.encode()), total.map(|t| t.saturating_sub(n)))
@@ -247,6 +266,9 @@ pub fn body_stream(
     repr: Representation,
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let head = envelope_head(def, &page, repr);
+    // Built-in (core) kinds' list items carry no apiVersion/kind, as kube-apiserver's; custom
+    // resources' (unstructured) items keep theirs.
+    let strip_types = def.group.is_empty();
     let items = page.items;
     futures::stream::unfold(
         (Some(head), 0usize, items),
@@ -261,6 +283,9 @@ pub fn body_stream(
                     buf.push(b',');
                 }
                 match repr {
+                    Representation::Full if strip_types => {
+                        crate::metadata::write_without_type_meta(&items[i].bytes, &mut buf)
+                    }
                     Representation::Full => buf.extend_from_slice(&items[i].bytes),
                     Representation::Metadata => write_partial(&items[i].bytes, &mut buf),
                 }

@@ -193,7 +193,8 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 /// Validate a name as a DNS-1123 subdomain; returns the apiserver's message on failure.
 pub fn validate_name(name: &str) -> Result<(), String> {
     const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or \
-                       '.', and must start and end with an alphanumeric character";
+                       '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex \
+                       used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     if name.is_empty() {
         return Err("Required value: name or generateName is required".into());

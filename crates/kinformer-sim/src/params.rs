@@ -47,24 +47,52 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ApiError> {
 }
 
 fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, ApiError> {
-    v.parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid value for {name}: \"{v}\"")))
+    let _ = name;
+    // kube-apiserver passes the Go parser's error through.
+    v.parse().map_err(|_| {
+        ApiError::bad_request(format!("strconv.ParseInt: parsing \"{v}\": invalid syntax"))
+    })
 }
 
 /// A 422 on `ListOptions`, as the apiserver reports validation failures of query parameters.
 pub fn invalid_list_options(field: &str, message: &str) -> ApiError {
+    invalid_list_options_all(&[(field, message)])
+}
+
+/// A 422 on `ListOptions` with every failed check, as the apiserver aggregates them.
+pub fn invalid_list_options_all(errors: &[(&str, &str)]) -> ApiError {
+    let parts: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    let summary = match parts.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let causes = errors
+        .iter()
+        .map(|(field, message)| {
+            let reason = if message.starts_with("Unsupported value") {
+                "FieldValueNotSupported"
+            } else if message.starts_with("Required value") {
+                "FieldValueRequired"
+            } else if message.starts_with("Invalid value") {
+                "FieldValueInvalid"
+            } else {
+                "FieldValueForbidden"
+            };
+            Cause {
+                reason: Some(reason.into()),
+                message: message.to_string(),
+                field: Some(field.to_string()),
+            }
+        })
+        .collect();
     ApiError::new(
         Reason::Invalid,
-        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {summary}"),
     )
     .with_details(Details {
         group: Some("meta.k8s.io".into()),
         kind: Some("ListOptions".into()),
-        causes: vec![Cause {
-            reason: Some("FieldValueForbidden".into()),
-            message: message.to_string(),
-            field: Some(field.to_string()),
-        }],
+        causes,
         ..Details::default()
     })
 }
@@ -75,7 +103,7 @@ pub fn parse_rv(s: Option<&str>) -> Result<Option<u64>, ApiError> {
         None | Some("") => Ok(None),
         Some(v) => v.parse().map(Some).map_err(|_| {
             ApiError::bad_request(format!(
-                "resourceVersion: Invalid value: \"{v}\": strconv.ParseUint: parsing \"{v}\": invalid syntax"
+                "invalid resource version: resourceVersion: Invalid value: \"{v}\": strconv.ParseUint: parsing \"{v}\": invalid syntax"
             ))
         }),
     }
@@ -161,17 +189,20 @@ impl ListParams {
                 ));
             }
             if self.rv_match != Some(RvMatch::NotOlderThan) {
-                return Err(invalid_list_options(
-                    "resourceVersionMatch",
-                    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
+                const FORBIDDEN: &str = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+                return Err(match self.rv_match {
+                    Some(RvMatch::Exact) => invalid_list_options_all(&[
+                        ("resourceVersionMatch", FORBIDDEN),
+                        (
+                            "resourceVersionMatch",
+                            "Unsupported value: \"Exact\": supported values: \"NotOlderThan\"",
+                        ),
+                    ]),
+                    _ => invalid_list_options("resourceVersionMatch", FORBIDDEN),
+                });
             }
-            if self.send_initial_events == Some(true) && !self.allow_bookmarks {
-                return Err(invalid_list_options(
-                    "allowWatchBookmarks",
-                    "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
-                ));
-            }
+            // Without allowWatchBookmarks kube-apiserver streams the initial events and just
+            // leaves out the initial-events-end bookmark.
         }
         if self.continue_token.is_some() && !rv.is_empty() && rv != "0" {
             return Err(ApiError::bad_request(

@@ -46,6 +46,18 @@ impl ResourceDef {
         format!("{}List", self.kind)
     }
 
+    /// Whether objects carry `metadata.generation`, as kube-apiserver's strategies set it: pods
+    /// and custom resources do; configmaps, namespaces and nodes do not.
+    pub fn tracks_generation(&self) -> bool {
+        !self.group.is_empty() || self.plural == "pods"
+    }
+
+    /// Whether DELETE answers with the deleted object (pods, namespaces: the registry's
+    /// `ReturnDeletedObject`) rather than a `Status` of success (everything else).
+    pub fn returns_deleted_object(&self) -> bool {
+        self.group.is_empty() && matches!(self.plural.as_str(), "pods" | "namespaces")
+    }
+
     /// Whether the `spec.nodeName` field selector is supported (pods only).
     pub fn supports_node_name(&self) -> bool {
         self.group.is_empty() && self.plural == "pods"

@@ -110,6 +110,15 @@ pub async fn api(State(shared): State<SharedRef>, req: Request) -> Response {
         return e.into_response();
     }
     let path = req.uri().path().to_string();
+    if unserved_group_version(&shared, &path) {
+        // kube-apiserver's fallthrough for groups it does not serve: a plain-text 404.
+        let mut resp = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return resp;
+    }
     match parse_path(&shared, &path) {
         Ok(None) => crate::discovery::handle(&shared, &req),
         Ok(Some(target)) => dispatch(shared, target, req)
@@ -117,6 +126,24 @@ pub async fn api(State(shared): State<SharedRef>, req: Request) -> Response {
             .unwrap_or_else(IntoResponse::into_response),
         Err(e) => e.into_response(),
     }
+}
+
+/// Whether kube-apiserver would answer `path` with its plain-text 404: resources of a group/version
+/// nothing is served in, and paths outside `/api` and `/apis` (the core group's `/api/...` always
+/// answers with a `Status`).
+fn unserved_group_version(shared: &SharedRef, path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version) = match segs.as_slice() {
+        ["api", ..] | ["apis"] | ["apis", _] | ["apis", _, _] => return false,
+        ["apis", g, v, _, ..] => (*g, *v),
+        _ => return true,
+    };
+    !shared
+        .store
+        .registry()
+        .defs()
+        .iter()
+        .any(|d| d.group == group && d.version == version)
 }
 
 /// Latency, 429 and 500 faults, applied before any API request is handled.
@@ -147,6 +174,41 @@ fn json_response(code: StatusCode, body: Bytes) -> Response {
     resp
 }
 
+/// Drop empty `metadata.labels`/`metadata.annotations`: typed objects omit empty maps.
+fn drop_empty_metadata_maps(v: &mut Value) {
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["labels", "annotations"] {
+            if md
+                .get(k)
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.is_empty())
+            {
+                md.remove(k);
+            }
+        }
+    }
+}
+
+/// A write body that is not a JSON object, rejected like the apiserver's decoder does.
+fn require_object(v: &Value, kind: &str) -> Result<(), ApiError> {
+    if v.is_object() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; \
+             json parse error: cannot unmarshal {} into an object",
+            match v {
+                Value::Null => "null",
+                Value::Bool(_) => "bool",
+                Value::Number(_) => "number",
+                Value::String(_) => "string",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+            }
+        )))
+    }
+}
+
 async fn read_json(req: Request) -> Result<(Value, String), ApiError> {
     let ct = req
         .headers()
@@ -169,9 +231,8 @@ fn check_json_content_type(ct: &str) -> Result<(), ApiError> {
     } else {
         Err(ApiError::new(
             Reason::UnsupportedMediaType,
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json ({ct})"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml, application/vnd.kubernetes.protobuf",
         ))
     }
 }
@@ -179,6 +240,19 @@ fn check_json_content_type(ct: &str) -> Result<(), ApiError> {
 async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Response, ApiError> {
     let repr = Representation::from_headers(req.headers());
     let method = req.method().clone();
+    if method == Method::GET {
+        let def = shared.store.registry().get(match &target {
+            Target::Collection { res, .. } | Target::Object { res, .. } => *res,
+        });
+        let is_watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        if let (Some(def), false) = (def, is_watch) {
+            let is_list = matches!(target, Target::Collection { .. });
+            crate::metadata::check_accept(req.headers(), is_list, &def.kind, def.group.is_empty())?;
+        }
+    }
     match target {
         Target::Collection { res, namespace } => match method {
             Method::GET => {
@@ -199,8 +273,26 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                 if def.namespaced && namespace.is_none() {
                     return Err(ApiError::method_not_allowed());
                 }
-                let (v, ct) = read_json(req).await?;
+                let (mut v, ct) = read_json(req).await?;
                 check_json_content_type(&ct)?;
+                require_object(&v, &def.kind)?;
+                drop_empty_metadata_maps(&mut v);
+                if def.group.is_empty() && def.plural == "namespaces" {
+                    // The NamespaceLifecycle defaults: the immutable name label.
+                    let name = v
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                        let labels = md
+                            .entry("labels")
+                            .or_insert_with(|| Value::Object(Default::default()));
+                        if let Some(l) = labels.as_object_mut() {
+                            l.insert("kubernetes.io/metadata.name".into(), Value::String(name));
+                        }
+                    }
+                }
                 let obj = shared.store.create(res, namespace.as_deref(), v)?;
                 shared.count_write();
                 Ok(json_response(StatusCode::CREATED, object_body(&obj, repr)))
@@ -239,8 +331,10 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                     Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
                 }
                 Method::PUT => {
-                    let (v, ct) = read_json(req).await?;
+                    let (mut v, ct) = read_json(req).await?;
                     check_json_content_type(&ct)?;
+                    require_object(&v, &def.kind)?;
+                    drop_empty_metadata_maps(&mut v);
                     let ns = (!namespace.is_empty()).then_some(namespace.as_str());
                     let obj = shared.store.update(res, ns, Some(&name), v)?;
                     shared.count_write();
@@ -281,9 +375,33 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                             .and_then(Value::as_str);
                         parse_rv(rv)?
                     };
+                    if let (Some(wanted), Some(cur)) =
+                        (precondition, shared.store.get(res, &namespace, &name))
+                        && wanted != cur.meta.rv
+                    {
+                        return Err(ApiError::precondition_failed(
+                            &def.kind,
+                            &def.group,
+                            &name,
+                            wanted,
+                            cur.meta.rv,
+                        ));
+                    }
                     let obj = shared.store.delete(res, &namespace, &name, precondition)?;
                     shared.count_write();
-                    Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                    if def.returns_deleted_object() {
+                        Ok(json_response(StatusCode::OK, object_body(&obj, repr)))
+                    } else {
+                        Ok(json_response(
+                            StatusCode::OK,
+                            crate::status::delete_success(
+                                &def.plural,
+                                &def.group,
+                                &name,
+                                &obj.meta.uid,
+                            ),
+                        ))
+                    }
                 }
                 _ => Err(ApiError::method_not_allowed()),
             }
@@ -311,13 +429,19 @@ async fn list_collection(
     )
     .map_err(|e| ApiError::bad_request(e.0))?;
     let (snap, tok) = list::choose_snapshot(&shared.store, res, &p).await?;
+    // resourceVersion=0 is served whole from the watch cache: kube-apiserver ignores `limit`.
+    let limit = if p.continue_token.is_none() && p.resource_version.as_deref() == Some("0") {
+        None
+    } else {
+        p.limit
+    };
     let page = list::page(
         &shared.store,
         &def,
         &snap,
         namespace.as_deref(),
         &sel,
-        p.limit,
+        limit,
         tok.as_ref(),
     );
     shared.counters.lists.fetch_add(1, Ordering::Relaxed);
@@ -359,7 +483,9 @@ async fn watch_collection(
         list::wait_for_rv(&shared.store, rv).await?;
     }
     let start = match (p.send_initial_events, rv) {
-        (Some(true), _) => Start::Initial { end_bookmark: true },
+        (Some(true), _) => Start::Initial {
+            end_bookmark: p.allow_bookmarks,
+        },
         (Some(false), None | Some(0)) => Start::Now,
         (None, None | Some(0)) => Start::Initial {
             end_bookmark: false,

@@ -98,6 +98,9 @@ pub struct ApiError {
     pub message: String,
     /// Details, boxed to keep the error small; `None` omits the field.
     pub details: Option<Box<Details>>,
+    /// `metadata.continue` of the `Status`: the token of an expired continue's inconsistent
+    /// continuation.
+    pub list_continue: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -121,7 +124,14 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            list_continue: None,
         }
+    }
+
+    /// Attach a `metadata.continue` token.
+    pub fn with_continue(mut self, token: String) -> Self {
+        self.list_continue = Some(token);
+        self
     }
 
     /// Attach details.
@@ -185,18 +195,57 @@ impl ApiError {
         message: impl Into<String>,
     ) -> Self {
         let message = message.into();
+        let cause = if message.starts_with("Required value") {
+            "FieldValueRequired"
+        } else {
+            "FieldValueInvalid"
+        };
         Self::new(
             Reason::Invalid,
             format!("{kind} \"{name}\" is invalid: {field}: {message}"),
         )
         .with_details(Details {
             causes: vec![Cause {
-                reason: Some("FieldValueInvalid".into()),
+                reason: Some(cause.into()),
                 message,
                 field: Some(field.into()),
             }],
             ..obj_details(kind, group, name)
         })
+    }
+
+    /// 409 for a delete whose `preconditions.resourceVersion` is stale; `kind` is the Kind.
+    pub fn precondition_failed(
+        kind: &str,
+        group: &str,
+        name: &str,
+        wanted: u64,
+        actual: u64,
+    ) -> Self {
+        Self::new(
+            Reason::Conflict,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the ResourceVersion in the \
+                 precondition ({wanted}) does not match the ResourceVersion in record ({actual}). \
+                 The object might have been modified",
+                qualified(kind, group)
+            ),
+        )
+        .with_details(obj_details(kind, group, name))
+    }
+
+    /// 406 for a metadata-only `Accept` of the wrong shape (`PartialObjectMetadata` for a list or
+    /// `PartialObjectMetadataList` for one object).
+    pub fn not_acceptable(wanted: &str, got_list: bool, go_type: &str) -> Self {
+        let what = if got_list {
+            "the requested object is a list"
+        } else {
+            "the requested object is not a list"
+        };
+        Self::new(
+            Reason::NotAcceptable,
+            format!("you requested {wanted}, but {what} ({go_type})"),
+        )
     }
 
     /// 404 for a path no resource serves.
@@ -251,7 +300,11 @@ impl ApiError {
         let body = StatusBody {
             kind: "Status",
             api_version: "v1",
-            metadata: serde_json::Map::new(),
+            metadata: self
+                .list_continue
+                .iter()
+                .map(|c| ("continue".to_string(), serde_json::Value::from(c.as_str())))
+                .collect(),
             status: "Failure",
             message: &self.message,
             reason: self.reason,
@@ -273,6 +326,18 @@ impl ApiError {
         line.extend_from_slice(b"}\n");
         Bytes::from(line)
     }
+}
+
+/// The `Status` of success a DELETE answers with for resources that do not return the deleted
+/// object (`details.kind` is the resource, as kube-apiserver writes it).
+pub fn delete_success(resource: &str, group: &str, name: &str, uid: &str) -> Bytes {
+    let mut details = serde_json::json!({"name": name, "kind": resource, "uid": uid});
+    if !group.is_empty() {
+        details["group"] = group.into();
+    }
+    let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "details": details});
+    Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
 impl IntoResponse for ApiError {
@@ -301,7 +366,7 @@ fn qualified(resource: &str, group: &str) -> String {
 
 fn obj_details(resource: &str, group: &str, name: &str) -> Details {
     Details {
-        name: Some(name.to_string()),
+        name: (!name.is_empty()).then(|| name.to_string()),
         group: (!group.is_empty()).then(|| group.to_string()),
         kind: Some(resource.to_string()),
         ..Details::default()

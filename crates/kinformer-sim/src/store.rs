@@ -308,7 +308,11 @@ impl Store {
                 Value::String(uuid::Uuid::new_v4().to_string()),
             );
             md.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
-            md.insert("generation".into(), Value::from(1));
+            if def.tracks_generation() {
+                md.insert("generation".into(), Value::from(1));
+            } else {
+                md.remove("generation");
+            }
             md.remove("resourceVersion");
         });
         let v = Value::Object(obj);
@@ -547,7 +551,11 @@ impl Store {
                 "creationTimestamp".into(),
                 Value::String(old.meta.created.clone()),
             );
-            md.insert("generation".into(), Value::from(generation));
+            if def.tracks_generation() {
+                md.insert("generation".into(), Value::from(generation));
+            } else {
+                md.remove("generation");
+            }
         });
         meta.uid = old.meta.uid.clone();
         meta.created = old.meta.created.clone();

@@ -63,7 +63,8 @@ pub fn bookmark_line(def: &ResourceDef, repr: Representation, rv: u64, initial_e
             "meta.k8s.io/v1".to_string(),
         ),
     };
-    let mut md = serde_json::json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    // kube-apiserver (1.35+) omits the zero creationTimestamp (`omitzero`).
+    let mut md = serde_json::json!({"resourceVersion": rv.to_string()});
     if initial_end {
         md["annotations"] = serde_json::json!({"k8s.io/initial-events-end": "true"});
     }

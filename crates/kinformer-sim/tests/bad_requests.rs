@@ -37,18 +37,23 @@ async fn malformed_json_body_is_400() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_resource_and_missing_object_are_404() {
     let (_sim, client) = start(Sim::builder()).await;
-    for path in [
-        "/api/v1/widgets",
-        "/apis/example.com/v1/things",
-        "/api/v1/namespaces/default/nodes",
-        "/nonsense",
-    ] {
+    for path in ["/api/v1/widgets", "/api/v1/namespaces/default/nodes"] {
         let (code, _, body) = raw(&client, "GET", path, None, None, "").await;
         assert_eq!(code, 404, "{path}");
         let v = assert_status(&body, 404, "NotFound");
         assert_eq!(
             v["message"],
             "the server could not find the requested resource"
+        );
+    }
+    // Outside `/api`, kube-apiserver's fallthrough answers in plain text.
+    for path in ["/apis/example.com/v1/things", "/nonsense"] {
+        let (code, headers, body) = raw(&client, "GET", path, None, None, "").await;
+        assert_eq!(code, 404, "{path}");
+        assert_eq!(body, "404 page not found\n", "{path}");
+        assert_eq!(
+            headers["content-type"], "text/plain; charset=utf-8",
+            "{path}"
         );
     }
     let (_, _, body) = raw(

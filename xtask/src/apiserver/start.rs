@@ -34,6 +34,11 @@ pub struct StartArgs {
     /// More feature gates, e.g. `Foo=true,Bar=false`.
     #[arg(long)]
     pub feature_gates: Option<String>,
+    /// Resources served without the watch cache (`--watch-cache-sizes=<r>#0`), comma separated;
+    /// their reads go to etcd, so etcd compaction gives storage-level 410s on them at once.
+    /// Empty for none.
+    #[arg(long, default_value = "secrets")]
+    pub uncached_resources: String,
     /// kube-apiserver log verbosity (`--v`).
     #[arg(long, default_value_t = 2)]
     pub verbosity: u8,
@@ -52,6 +57,7 @@ impl Default for StartArgs {
             dir: super::StateDirArg { state_dir: None },
             watch_list: true,
             feature_gates: None,
+            uncached_resources: "secrets".into(),
             verbosity: 2,
             ready_timeout: 180,
             apiserver_args: Vec::new(),
@@ -167,6 +173,9 @@ pub fn start(args: &StartArgs) -> anyhow::Result<State> {
         format!("--etcd-servers={etcd_client}"),
         "--bind-address=127.0.0.1".into(),
         "--advertise-address=127.0.0.1".into(),
+        // The default (lease) endpoint reconciler refuses a loopback advertise address; nothing
+        // here needs the `kubernetes` Service's endpoints.
+        "--endpoint-reconciler-type=none".into(),
         format!("--secure-port={apiserver_port}"),
         format!("--cert-dir={}", dir.join("cert-dir").display()),
         format!("--tls-cert-file={}", p(&pki.serving_cert)),
@@ -185,6 +194,16 @@ pub fn start(args: &StartArgs) -> anyhow::Result<State> {
         "--profiling=false".into(),
         format!("--v={}", args.verbosity),
     ];
+    let uncached: Vec<String> = args
+        .uncached_resources
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| format!("{r}#0"))
+        .collect();
+    if !uncached.is_empty() {
+        apiserver_args.push(format!("--watch-cache-sizes={}", uncached.join(",")));
+    }
     apiserver_args.extend(args.apiserver_args.iter().cloned());
     std::fs::write(dir.join("kube-apiserver.args"), apiserver_args.join("\n"))?;
     let apiserver = match spawn(

@@ -75,8 +75,15 @@ fn module_stamp() -> anyhow::Result<String> {
 
 /// The Go toolchain: `$GO`, else `go` on PATH, else `/usr/local/go/bin/go`.
 fn find_go() -> anyhow::Result<PathBuf> {
-    if let Some(go) = std::env::var_os("GO") {
-        return Ok(PathBuf::from(go));
+    if let Some(go) = std::env::var_os("GO").filter(|g| !g.is_empty()) {
+        let go = PathBuf::from(go);
+        if go.is_file() {
+            return Ok(go);
+        }
+        bail!(
+            "$GO is set to {}, which is not a file. {GO_HELP}",
+            go.display()
+        );
     }
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -93,13 +100,15 @@ fn find_go() -> anyhow::Result<PathBuf> {
     bail!(
         "the Go toolchain is needed to build kube-apiserver {K8S_VERSION} and etcd {ETCD_VERSION} \
          for the end-to-end suite, and `go` was not found (not on PATH, not in /usr/local/go/bin, \
-         $GO unset).\n\
-         Install Go 1.26 or newer: the official release tarball unpacked to /usr/local/go (then add \
-         /usr/local/go/bin to PATH), or your distribution's Go package if it is 1.26 or newer; or \
-         point $GO at a go binary. A cold build downloads the modules through the Go module proxy \
-         and takes a while (see docs/testing.md); later runs reuse the cached binaries."
+         $GO unset). {GO_HELP}"
     )
 }
+
+const GO_HELP: &str = "Install Go 1.26 or newer: the official release tarball unpacked to \
+     /usr/local/go (then add /usr/local/go/bin to PATH), or your distribution's Go package if it \
+     is 1.26 or newer; or point $GO at a go binary. A cold build downloads the modules through \
+     the Go module proxy and takes about 15 minutes on 2 cores (see docs/testing.md); later runs \
+     reuse the cached binaries.";
 
 fn has_nice() -> bool {
     Command::new("nice")

@@ -8,6 +8,7 @@
 mod apiserver;
 mod e2e;
 mod loadtest;
+mod simbench;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,8 @@ enum Command {
     Apiserver(apiserver::ApiserverArgs),
     /// Run the end-to-end suite against a real kube-apiserver (started and stopped here).
     E2e(e2e::E2eArgs),
+    /// Measure kinformer-sim against its scale targets (fill, paged LIST, watch fan-out).
+    Simbench(simbench::SimbenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +50,6 @@ fn main() -> anyhow::Result<()> {
         Command::Loadtest(args) => loadtest::run(&args),
         Command::Apiserver(args) => apiserver::run(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Simbench(args) => simbench::run(&args),
     }
 }

@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn bounded_at_two_deltas() {
         let mut d = Deltas::new(Delta::Added(cm("1")));
-        for i in 2..100 {
+        for i in 2..100u64 {
             if i.is_multiple_of(2) {
                 d.push(Delta::Deleted(DeletedObject::Final(cm(&i.to_string()))));
             } else {

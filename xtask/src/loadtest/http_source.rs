@@ -1,8 +1,7 @@
 //! The load test over HTTP: the simulator in a child process (or a real
-//! cluster) as the source,
-//! kube's watcher as the list/watch client (until kinformer's own reflector
-//! lands), and either kinformer's informer or kube-rs's reflector Store as
-//! the cache, measured the same way.
+//! cluster) as the source, and either kinformer (its own reflector and
+//! shared informer factory) or kube-rs (kube-runtime's watcher + reflector
+//! Store) as the cache under test, both measured the same way.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -14,7 +13,7 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_core::{DeltaFifo, SharedIndexInformer, builtin_indexers};
+use kinformer::{SharedIndexInformer, SharedInformerFactory, strip_managed_fields};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
@@ -160,7 +159,14 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
                 s.boxed()
             }
         };
-        drive(args, &rt, &client, &server, stream)
+        drive(
+            args,
+            &rt,
+            &client,
+            &server,
+            |f| f.metadata_informer::<Pod>(),
+            stream,
+        )
     } else {
         let stream = move |c: Client| -> WatchStream<Pod> {
             let api: Api<Pod> = match ns {
@@ -174,7 +180,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
                 s.boxed()
             }
         };
-        drive(args, &rt, &client, &server, stream)
+        drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
     }
 }
 
@@ -185,11 +191,27 @@ trait Cache<K>: Send + Sync + 'static {
     fn contains(&self, key: &str) -> bool;
     fn keys_and_versions(&self) -> Vec<(String, Option<String>)>;
     fn handler_panics(&self) -> u64;
+    /// The newest resourceVersion the list/watch client has seen.
+    fn seen_rv(&self) -> u64;
+    fn relists(&self) -> u64;
+    fn watch_restarts(&self) -> u64;
+    fn shutdown(&self);
 }
 
 struct KinformerCache<K: Resource + Send + Sync + 'static> {
+    factory: SharedInformerFactory,
     informer: SharedIndexInformer<K>,
     registrations: Vec<kinformer_core::HandlerRegistration<K>>,
+}
+
+impl<K: Resource + Send + Sync + 'static> KinformerCache<K> {
+    fn reflector(&self) -> Option<kinformer::ReflectorMetrics> {
+        self.factory
+            .reflector_metrics()
+            .into_iter()
+            .next()
+            .map(|(_, m)| m)
+    }
 }
 
 impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
@@ -215,11 +237,27 @@ impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
     fn handler_panics(&self) -> u64 {
         self.informer.metrics().handler_panics
     }
+    fn seen_rv(&self) -> u64 {
+        self.reflector()
+            .and_then(|m| m.last_resource_version.parse().ok())
+            .unwrap_or(0)
+    }
+    fn relists(&self) -> u64 {
+        self.reflector().map_or(0, |m| m.relists)
+    }
+    fn watch_restarts(&self) -> u64 {
+        self.reflector().map_or(0, |m| m.watch_restarts)
+    }
+    fn shutdown(&self) {
+        self.factory.shutdown_blocking();
+    }
 }
 
 struct KubeRsCache<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> {
     store: reflector::Store<K>,
     ready: Arc<AtomicU64>,
+    feed: Arc<Feed>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for KubeRsCache<K> {
@@ -252,45 +290,17 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
     fn handler_panics(&self) -> u64 {
         0
     }
-}
-
-/// Feeds a kinformer DeltaFIFO from kube's watcher events.
-async fn pump_into_fifo<K: Resource>(
-    mut stream: WatchStream<K>,
-    fifo: Arc<DeltaFifo<K>>,
-    feed: Arc<Feed>,
-) {
-    let mut listed = Vec::new();
-    while let Some(event) = stream.next().await {
-        let result = match event {
-            Ok(Event::Init) => {
-                listed.clear();
-                feed.inits.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Ok(Event::InitApply(o)) => {
-                feed.saw(&o);
-                listed.push(o);
-                Ok(())
-            }
-            Ok(Event::InitDone) => fifo.replace(std::mem::take(&mut listed), ""),
-            Ok(Event::Apply(o)) => {
-                feed.saw(&o);
-                fifo.update(o)
-            }
-            Ok(Event::Delete(o)) => {
-                feed.saw(&o);
-                fifo.delete(o)
-            }
-            Err(e) => {
-                feed.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, "watch error");
-                Ok(())
-            }
-        };
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "event refused by the FIFO");
-        }
+    fn seen_rv(&self) -> u64 {
+        self.feed.max_rv.load(Ordering::Relaxed)
+    }
+    fn relists(&self) -> u64 {
+        self.feed.inits.load(Ordering::Relaxed).saturating_sub(1)
+    }
+    fn watch_restarts(&self) -> u64 {
+        self.feed.errors.load(Ordering::Relaxed)
+    }
+    fn shutdown(&self) {
+        self.task.abort();
     }
 }
 
@@ -299,6 +309,7 @@ fn drive<K>(
     rt: &tokio::runtime::Runtime,
     client: &Client,
     server: &Server,
+    informer: impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
     stream: impl Fn(Client) -> WatchStream<K>,
 ) -> anyhow::Result<Report>
 where
@@ -306,22 +317,22 @@ where
 {
     let rss_before = rss_bytes();
     let cpu_before = cpu_seconds();
-    let feeds: Vec<Arc<Feed>> = (0..args.informers.max(1)).map(|_| Arc::default()).collect();
     let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
-    let mut tasks = Vec::new();
     let mut stats: Vec<Arc<LagStats>> = Vec::new();
     let t0 = Instant::now();
-    for feed in &feeds {
-        let (cache, task) = start_one(args, rt, stream(client.clone()), feed, &mut stats)?;
+    for _ in 0..args.informers.max(1) {
+        let cache = match args.implementation {
+            Impl::Kinformer => start_kinformer(args, rt, client, server, &informer, &mut stats)?,
+            Impl::KubeRs => start_kube_rs(rt, stream(client.clone()), &mut stats)?,
+        };
         caches.push(cache);
-        tasks.push(task);
     }
     let synced = wait_for(Duration::from_secs(900), || {
         caches.iter().all(|c| c.synced())
     });
     let initial_sync_seconds = t0.elapsed().as_secs_f64();
     if !synced {
-        tasks.iter().for_each(|t| t.abort());
+        caches.iter().for_each(|c| c.shutdown());
         bail!("initial sync did not finish within 900 s");
     }
     let steady_rss = rss_bytes();
@@ -341,10 +352,7 @@ where
     let changes = rt.block_on(server.churn(args))?;
     let target = rt.block_on(server.target_rv())?;
     let caught_up = wait_for(Duration::from_secs(120), || {
-        feeds
-            .iter()
-            .all(|f| f.max_rv.load(Ordering::Relaxed) >= target)
-            && caches.iter().all(|c| c.drained())
+        caches.iter().all(|c| c.seen_rv() >= target && c.drained())
     });
     let churn_seconds = start.elapsed().as_secs_f64();
     let reads = readers.stop();
@@ -372,13 +380,7 @@ where
         std::thread::sleep(Duration::from_secs(1));
     }
     let faults_injected = rt.block_on(server.faults_injected())?;
-    tasks.iter().for_each(|t| t.abort());
-    let first = &stats[0];
-    let (p50, p99) = {
-        let h = first.lag_us.lock();
-        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
-    };
-    Ok(Report {
+    let report = Report {
         source: server.source().into(),
         implementation: args.implementation.as_str().into(),
         kind: args.kind.clone(),
@@ -387,95 +389,106 @@ where
         handlers: args.handlers,
         initial_sync_seconds,
         changes_made: changes,
-        updates_per_second: first.recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
-        lag_p50_us: p50,
-        lag_p99_us: p99,
+        updates_per_second: stats[0].recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
+        lag_p50_us: stats[0].lag_us.lock().value_at_quantile(0.5),
+        lag_p99_us: stats[0].lag_us.lock().value_at_quantile(0.99),
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss_bytes(),
         steady_rss_bytes: steady_rss,
         bytes_per_object: steady_rss.saturating_sub(rss_before)
             / (args.objects.max(1) * caches.len()) as u64,
         cpu_seconds: cpu_seconds() - cpu_before,
-        relists: feeds
-            .iter()
-            .map(|f| f.inits.load(Ordering::Relaxed).saturating_sub(1))
-            .sum(),
-        watch_restarts: feeds.iter().map(|f| f.errors.load(Ordering::Relaxed)).sum(),
+        relists: caches.iter().map(|c| c.relists()).sum(),
+        watch_restarts: caches.iter().map(|c| c.watch_restarts()).sum(),
         faults_injected,
         handler_panics: caches.iter().map(|c| c.handler_panics()).sum(),
         cache_matches_source: mismatches == 0,
-    })
+    };
+    caches.iter().for_each(|c| c.shutdown());
+    Ok(report)
 }
 
-type Started<K> = (Arc<dyn Cache<K>>, tokio::task::JoinHandle<()>);
-
-/// Starts one cache of the chosen implementation fed by `events`.
-fn start_one<K>(
+/// One kinformer informer: its own factory (so `--informers N` opens N
+/// watches), its reflector, `--handlers` lag-recording handlers.
+fn start_kinformer<K>(
     args: &LoadtestArgs,
     rt: &tokio::runtime::Runtime,
-    events: WatchStream<K>,
-    feed: &Arc<Feed>,
+    client: &Client,
+    server: &Server,
+    informer: &impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
     stats: &mut Vec<Arc<LagStats>>,
-) -> anyhow::Result<Started<K>>
+) -> anyhow::Result<Arc<dyn Cache<K>>>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    match args.implementation {
-        Impl::Kinformer => {
-            let mut b = SharedIndexInformer::<K>::builder()
-                .name("loadtest")
-                .indexers(builtin_indexers());
-            if let Some(t) = args.threads {
-                b = b.threads(t);
-            }
-            let informer = b.build();
-            let mut registrations = Vec::new();
-            for _ in 0..args.handlers.max(1) {
-                let s = LagStats::new()?;
-                registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
-                stats.push(s);
-            }
-            informer.start()?;
-            let task = rt.spawn(pump_into_fifo(
-                events,
-                Arc::clone(informer.queue()),
-                Arc::clone(feed),
-            ));
-            Ok((
-                Arc::new(KinformerCache {
-                    informer,
-                    registrations,
-                }),
-                task,
-            ))
-        }
-        Impl::KubeRs => {
-            let (store, writer) = reflector::store::<K>();
-            let ready = Arc::new(AtomicU64::new(0));
-            let s = LagStats::new()?;
-            let handler = LagHandler(Arc::clone(&s));
-            stats.push(s);
-            let mut events = events.reflect(writer).boxed();
-            let (r, f) = (Arc::clone(&ready), Arc::clone(feed));
-            let task = rt.spawn(async move {
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(Event::Init) => {
-                            f.inits.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(Event::InitDone) => r.store(1, Ordering::SeqCst),
-                        Ok(Event::InitApply(o) | Event::Apply(o) | Event::Delete(o)) => {
-                            f.saw(&o);
-                            handler.observe(&o);
-                        }
-                        Err(e) => {
-                            f.errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(error = %e, "watch error");
-                        }
-                    }
-                }
-            });
-            Ok((Arc::new(KubeRsCache { store, ready }), task))
-        }
+    let mut b = SharedInformerFactory::builder(client.clone())
+        .runtime(rt.handle().clone())
+        .builtin_indexes(true);
+    if let Some(ns) = server.namespace() {
+        b = b.namespace(ns);
     }
+    if args.transform == TransformArg::StripManagedFields {
+        b = b.transform_meta(strip_managed_fields);
+    }
+    if let Some(t) = args.threads {
+        b = b.threads_per_informer(t);
+    }
+    let factory = b.build();
+    let informer = informer(&factory);
+    let mut registrations = Vec::new();
+    for _ in 0..args.handlers.max(1) {
+        let s = LagStats::new()?;
+        registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
+        stats.push(s);
+    }
+    factory.start()?;
+    Ok(Arc::new(KinformerCache {
+        factory,
+        informer,
+        registrations,
+    }))
+}
+
+/// One kube-rs reflector Store fed by kube's watcher; its "handler" is the
+/// stream consumer, as in a kube-rs controller.
+fn start_kube_rs<K>(
+    rt: &tokio::runtime::Runtime,
+    events: WatchStream<K>,
+    stats: &mut Vec<Arc<LagStats>>,
+) -> anyhow::Result<Arc<dyn Cache<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let ready = Arc::new(AtomicU64::new(0));
+    let feed = Arc::new(Feed::default());
+    let s = LagStats::new()?;
+    let handler = LagHandler(Arc::clone(&s));
+    stats.push(s);
+    let mut events = events.reflect(writer).boxed();
+    let (r, f) = (Arc::clone(&ready), Arc::clone(&feed));
+    let task = rt.spawn(async move {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Init) => {
+                    f.inits.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Event::InitDone) => r.store(1, Ordering::SeqCst),
+                Ok(Event::InitApply(o) | Event::Apply(o) | Event::Delete(o)) => {
+                    f.saw(&o);
+                    handler.observe(&o);
+                }
+                Err(e) => {
+                    f.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, "watch error");
+                }
+            }
+        }
+    });
+    Ok(Arc::new(KubeRsCache {
+        store,
+        ready,
+        feed,
+        task,
+    }))
 }

@@ -1,18 +1,33 @@
-//! `cargo xtask test`: every test of the workspace, in one command.
+//! `cargo xtask test`: every test of the workspace, in one command: the unit,
+//! integration and doc tests of every crate, then the end-to-end suite
+//! against a real kube-apiserver built from the published Go modules.
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
+use clap::Parser;
+
+use crate::e2e;
 
 /// Options of `cargo xtask test`.
 #[derive(clap::Args)]
 pub struct TestArgs {
+    /// Skip the end-to-end suite (needs Go; CI always runs it).
+    #[arg(long)]
+    skip_e2e: bool,
     /// Extra arguments passed to `cargo test`.
     #[arg(trailing_var_arg = true)]
     cargo_args: Vec<String>,
 }
 
-/// Runs the unit, integration and doc tests of every crate.
+/// `cargo xtask e2e` with its default options.
+#[derive(Parser)]
+struct DefaultE2e {
+    #[command(flatten)]
+    e2e: e2e::E2eArgs,
+}
+
+/// Runs the workspace tests, then the end-to-end suite.
 pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
@@ -23,5 +38,12 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed: {status}");
     }
-    Ok(())
+    if args.skip_e2e {
+        if std::env::var_os("CI").is_some() {
+            bail!("--skip-e2e is not allowed in CI");
+        }
+        eprintln!("end-to-end suite skipped (--skip-e2e)");
+        return Ok(());
+    }
+    e2e::run(&DefaultE2e::parse_from(["e2e"]).e2e)
 }

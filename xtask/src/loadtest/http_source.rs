@@ -112,8 +112,10 @@ impl Server {
 
 /// Runs the load test against the simulator (default) or `--kubeconfig`.
 pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
+    // Two workers: the reflectors and the admin requests must not starve
+    // each other.
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .enable_all()
         .build()?;
     let (server, client) = match &args.kubeconfig {
@@ -351,7 +353,13 @@ where
     let start = Instant::now();
     let changes = rt.block_on(server.churn(args))?;
     let target = rt.block_on(server.target_rv())?;
+    let mut polls = 0u64;
     let caught_up = wait_for(Duration::from_secs(120), || {
+        polls += 1;
+        if polls.is_multiple_of(400) {
+            let seen: Vec<u64> = caches.iter().map(|c| c.seen_rv()).collect();
+            tracing::info!(target, ?seen, "waiting for the cache to catch up");
+        }
         caches.iter().all(|c| c.seen_rv() >= target && c.drained())
     });
     let churn_seconds = start.elapsed().as_secs_f64();
@@ -380,6 +388,10 @@ where
         std::thread::sleep(Duration::from_secs(1));
     }
     let faults_injected = rt.block_on(server.faults_injected())?;
+    let (p50, p99) = {
+        let lag = stats[0].lag_us.lock();
+        (lag.value_at_quantile(0.5), lag.value_at_quantile(0.99))
+    };
     let report = Report {
         source: server.source().into(),
         implementation: args.implementation.as_str().into(),
@@ -390,8 +402,8 @@ where
         initial_sync_seconds,
         changes_made: changes,
         updates_per_second: stats[0].recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
-        lag_p50_us: stats[0].lag_us.lock().value_at_quantile(0.5),
-        lag_p99_us: stats[0].lag_us.lock().value_at_quantile(0.99),
+        lag_p50_us: p50,
+        lag_p99_us: p99,
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss_bytes(),
         steady_rss_bytes: steady_rss,

@@ -17,6 +17,9 @@ pub struct E2eArgs {
     /// Leave the server running afterwards (stop it with `cargo xtask apiserver stop`).
     #[arg(long)]
     keep_running: bool,
+    /// Skip the load test against the real server after the suite.
+    #[arg(long)]
+    skip_loadtest: bool,
     /// Extra arguments for the test binaries (after `--ignored --test-threads=1`), e.g. a filter.
     #[arg(trailing_var_arg = true)]
     test_args: Vec<String>,
@@ -61,6 +64,11 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<()> {
         .env("KINFORMER_E2E_APISERVER_LOG", &st.apiserver.log)
         .status()
         .context("running cargo test -p kinformer-e2e");
+    // The load test against the real server: small N, the cache must match.
+    let loadtest = match &status {
+        Ok(s) if s.success() && !args.skip_loadtest => Some(real_server_loadtest(&st.kubeconfig)),
+        _ => None,
+    };
     if args.keep_running {
         guard.0 = None;
         eprintln!("left running; `cargo xtask apiserver stop` ends it");
@@ -74,5 +82,37 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<()> {
             st.etcd.log.display()
         );
     }
+    if let Some(result) = loadtest {
+        result.with_context(|| {
+            format!(
+                "load test against kube-apiserver failed; server logs: {} and {}",
+                st.apiserver.log.display(),
+                st.etcd.log.display()
+            )
+        })?;
+    }
     Ok(())
+}
+
+/// `cargo xtask loadtest --kubeconfig FILE --objects 2000 --duration 5`.
+fn real_server_loadtest(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: crate::loadtest::LoadtestArgs,
+    }
+    let kubeconfig = kubeconfig.to_string_lossy();
+    let args = <Wrapper as clap::Parser>::try_parse_from([
+        "loadtest",
+        "--kubeconfig",
+        &kubeconfig,
+        "--objects",
+        "2000",
+        "--duration",
+        "5",
+        "--quiet",
+    ])?
+    .args;
+    eprintln!("load test against kube-apiserver: 2000 Pods, 5 s of churn");
+    crate::loadtest::run(&args)
 }

@@ -15,6 +15,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{SharedIndexInformer, SharedInformerFactory, strip_managed_fields};
 use kube::api::{Api, PartialObjectMeta};
+use kube::core::NamespaceResourceScope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, Event};
@@ -149,18 +150,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     let strip = args.transform == TransformArg::StripManagedFields;
     let ns = server.namespace();
     if args.metadata_only {
-        let stream = move |c: Client| -> WatchStream<PartialObjectMeta<Pod>> {
-            let api: Api<PartialObjectMeta<Pod>> = match ns {
-                Some(ns) => Api::namespaced(c, ns),
-                None => Api::all(c),
-            };
-            let s = watcher::watcher(api, watcher::Config::default()).default_backoff();
-            if strip {
-                s.modify(|o| o.managed_fields_mut().clear()).boxed()
-            } else {
-                s.boxed()
-            }
-        };
+        let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
         drive(
             args,
             &rt,
@@ -170,19 +160,32 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             stream,
         )
     } else {
-        let stream = move |c: Client| -> WatchStream<Pod> {
-            let api: Api<Pod> = match ns {
-                Some(ns) => Api::namespaced(c, ns),
-                None => Api::all(c),
-            };
-            let s = watcher::watcher(api, watcher::Config::default()).default_backoff();
-            if strip {
-                s.modify(|o| o.managed_fields_mut().clear()).boxed()
-            } else {
-                s.boxed()
-            }
-        };
+        let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
         drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
+    }
+}
+
+/// kube-runtime's watcher over `K` (in `ns`, or all namespaces), with
+/// kube's default backoff, optionally dropping managedFields.
+fn kube_rs_stream<K>(client: Client, ns: Option<&str>, strip: bool) -> WatchStream<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = match ns {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let s = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    if strip {
+        s.modify(|o| o.managed_fields_mut().clear()).boxed()
+    } else {
+        s.boxed()
     }
 }
 

@@ -1,0 +1,326 @@
+//! The informer against the real kube-apiserver: typed, metadata-only and
+//! dynamic informers, selectors, and factory sharing (one watch however
+//! many callers), as seen by the server's own metrics.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kinformer::{EventHandlerFns, InformerOptions, Lister, SharedInformerFactory};
+use kinformer_e2e::{ensure_namespace, raw, real_client, unique};
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+const SYNC: Duration = Duration::from_secs(60);
+const EVENT: Duration = Duration::from_secs(30);
+
+fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v0"}}),
+    )
+    .unwrap()
+}
+
+async fn factory(client: &Client, ns: &str) -> SharedInformerFactory {
+    SharedInformerFactory::builder(client.clone())
+        .namespace(ns)
+        .runtime(tokio::runtime::Handle::current())
+        .build()
+}
+
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Add(String, bool),
+    Update(String, String),
+    Delete(String),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
+    let client = real_client(false).await.unwrap();
+    let ns = unique("inf");
+    ensure_namespace(&client, &ns).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &cm(&format!("pre-{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let f = factory(&client, &ns).await;
+    let informer = f.informer::<ConfigMap>();
+    let pods = f.informer::<Pod>();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (t2, t3) = (tx.clone(), tx.clone());
+    let (i1, i2, i3) = (informer.indexer(), informer.indexer(), informer.indexer());
+    let key = |o: &ConfigMap| {
+        format!(
+            "{}/{}",
+            o.metadata.namespace.clone().unwrap(),
+            o.metadata.name.clone().unwrap()
+        )
+    };
+    informer
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(move |o: &Arc<ConfigMap>, initial| {
+                    // The cache holds the object before the handler hears of it.
+                    assert!(
+                        i1.get(&key(o)).is_some(),
+                        "add delivered before the cache had it"
+                    );
+                    t2.send(Seen::Add(o.metadata.name.clone().unwrap(), initial))
+                        .unwrap();
+                })
+                .on_update(move |_, n: &Arc<ConfigMap>| {
+                    let rv = |o: &ConfigMap| {
+                        o.metadata
+                            .resource_version
+                            .as_deref()
+                            .unwrap()
+                            .parse::<u64>()
+                            .unwrap()
+                    };
+                    let cached = i2.get(&key(n)).unwrap();
+                    assert!(
+                        rv(&cached) >= rv(n),
+                        "update delivered before the cache had it"
+                    );
+                    let v = n
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("k").cloned())
+                        .unwrap_or_default();
+                    t3.send(Seen::Update(n.metadata.name.clone().unwrap(), v))
+                        .unwrap();
+                })
+                .on_delete(move |d| {
+                    let o = d.object();
+                    assert!(
+                        i3.get(&key(o)).is_none(),
+                        "delete delivered before the cache dropped it"
+                    );
+                    tx.send(Seen::Delete(o.metadata.name.clone().unwrap()))
+                        .unwrap();
+                }),
+        )
+        .unwrap();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let mut initial = Vec::new();
+    for _ in 0..3 {
+        initial.push(
+            tokio::time::timeout(EVENT, rx.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    initial.sort_by_key(|s| format!("{s:?}"));
+    assert_eq!(
+        initial,
+        (0..3)
+            .map(|i| Seen::Add(format!("pre-{i}"), true))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(pods.indexer().len(), 0);
+
+    cms.create(&PostParams::default(), &cm("x", json!({})))
+        .await
+        .unwrap();
+    let patch = json!({"data": {"k": "v1"}});
+    cms.patch("x", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    cms.delete("x", &DeleteParams::default()).await.unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(
+            tokio::time::timeout(EVENT, rx.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        got,
+        vec![
+            Seen::Add("x".into(), false),
+            Seen::Update("x".into(), "v1".into()),
+            Seen::Delete("x".into())
+        ]
+    );
+
+    // A typed Pod informer of the same factory follows its own resource.
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "registry.example.invalid/c:1"}]}}))
+    .unwrap();
+    pod_api.create(&PostParams::default(), &pod).await.unwrap();
+    let lister = Lister::new(pods.indexer());
+    let deadline = tokio::time::Instant::now() + EVENT;
+    while lister.get(&ns, "p").is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pod never reached the cache"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn metadata_informer_and_label_and_field_selectors() {
+    let client = real_client(false).await.unwrap();
+    let ns = unique("sel");
+    ensure_namespace(&client, &ns).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    cms.create(&PostParams::default(), &cm("a", json!({"tier": "web"})))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("b", json!({"tier": "db"})))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("c", json!({"tier": "web"})))
+        .await
+        .unwrap();
+    let f = factory(&client, &ns).await;
+    let meta = f.metadata_informer::<ConfigMap>();
+    let web =
+        f.informer_with::<ConfigMap>(InformerOptions::default().namespace(&ns).labels("tier=web"));
+    let by_name = f.informer_with::<ConfigMap>(
+        InformerOptions::default()
+            .namespace(&ns)
+            .fields("metadata.name=b"),
+    );
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let names = |keys: Vec<kinformer::ObjectKey>| {
+        let mut v: Vec<String> = keys.iter().map(|k| k.name().to_string()).collect();
+        v.sort();
+        v
+    };
+    // The metadata-only cache holds every object, without its data.
+    assert_eq!(names(meta.indexer().list_keys()), ["a", "b", "c"]);
+    assert_eq!(
+        meta.indexer()
+            .get(&format!("{ns}/a"))
+            .unwrap()
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()["tier"],
+        "web"
+    );
+    assert_eq!(names(web.indexer().list_keys()), ["a", "c"]);
+    assert_eq!(names(by_name.indexer().list_keys()), ["b"]);
+    // An object leaving the selector leaves the selective cache.
+    let patch = json!({"metadata": {"labels": {"tier": "db"}}});
+    cms.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + EVENT;
+    while web.indexer().get(&format!("{ns}/a")).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "relabelled object stayed in the selective cache"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn dynamic_informer_follows_a_crd_created_in_the_test() {
+    let client = real_client(false).await.unwrap();
+    let ns = unique("crd");
+    ensure_namespace(&client, &ns).await.unwrap();
+    let group = format!("{}.kinformer.dev", unique("g"));
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}
+    }))
+    .unwrap();
+    // The CRD takes a moment to be served.
+    let deadline = tokio::time::Instant::now() + EVENT;
+    while api.create(&PostParams::default(), &obj).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "CRD never served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let f = factory(&client, &ns).await;
+    let widgets = f.dynamic_informer(&ar);
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let w1 = widgets.indexer().get(&format!("{ns}/w1")).unwrap();
+    assert_eq!(w1.data["spec"]["size"], 3);
+    crds.delete(&format!("widgets.{group}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    f.shutdown().await;
+}
+
+/// `apiserver_longrunning_requests` for WATCHes of configmaps, summed over scopes.
+async fn configmap_watches(client: &Client) -> f64 {
+    let text = raw(client, "GET", "/metrics", None, Some("text/plain"))
+        .await
+        .unwrap()
+        .text();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains("resource=\"configmaps\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn factory_sharing_opens_one_watch_as_counted_by_the_apiserver() {
+    let client = real_client(false).await.unwrap();
+    let ns = unique("share");
+    ensure_namespace(&client, &ns).await.unwrap();
+    let before = configmap_watches(&client).await;
+    let f = factory(&client, &ns).await;
+    let a = f.informer::<ConfigMap>();
+    let b = f.informer::<ConfigMap>();
+    let _c = f.informer::<ConfigMap>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert!(
+        Arc::ptr_eq(&a.queue().clone(), &b.queue().clone()),
+        "one shared informer"
+    );
+    // Wait for the watch to be registered, then check that exactly one was opened.
+    let deadline = tokio::time::Instant::now() + EVENT;
+    let mut now = configmap_watches(&client).await;
+    while now < before + 1.0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now = configmap_watches(&client).await;
+    }
+    assert_eq!(now - before, 1.0, "watches before {before}, after {now}");
+    f.shutdown().await;
+}

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test of the workspace, in one command: the unit,
 //! integration and doc tests of every crate, then the end-to-end suite
-//! against a real kube-apiserver built from the published Go modules.
+//! against a real kube-apiserver built from the published Go modules, with
+//! the WatchList feature on and off.
 
 use std::process::Command;
 
@@ -45,5 +46,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         eprintln!("end-to-end suite skipped (--skip-e2e)");
         return Ok(());
     }
-    e2e::run(&DefaultE2e::parse_from(["e2e"]).e2e)
+    // WatchList streaming on (the default), then off: the LIST path.
+    e2e::run(&DefaultE2e::parse_from(["e2e"]).e2e)?;
+    e2e::run(&DefaultE2e::parse_from(["e2e", "--watch-list", "false", "--skip-loadtest"]).e2e)
 }

@@ -448,6 +448,9 @@ where
     if let Some(t) = args.threads {
         b = b.threads_per_informer(t);
     }
+    if args.no_watch_list {
+        b = b.reflector_config(kinformer::ReflectorConfig::default().watch_list(false));
+    }
     let factory = b.build();
     let informer = informer(&factory);
     let mut registrations = Vec::new();

@@ -102,6 +102,9 @@ pub struct LoadtestArgs {
     /// A real cluster instead of the simulator.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Initial lists by paged LIST instead of WatchList streaming (kinformer).
+    #[arg(long)]
+    pub no_watch_list: bool,
     /// Write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

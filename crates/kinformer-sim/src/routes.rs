@@ -16,7 +16,7 @@ use crate::faults::{bump, roll};
 use crate::list::{self, object_body};
 use crate::metadata::Representation;
 use crate::params::{ListParams, parse_rv};
-use crate::resource::ResourceId;
+use crate::resource::{ResourceDef, ResourceId};
 use crate::selector::Selector;
 use crate::state::SharedRef;
 use crate::status::{ApiError, Reason};
@@ -409,13 +409,13 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
     }
 }
 
-async fn list_collection(
-    shared: SharedRef,
+/// The resource's definition and the request's label/field selectors, as
+/// LIST and WATCH both need them.
+fn resource_and_selector(
+    shared: &SharedRef,
     res: ResourceId,
-    namespace: Option<String>,
-    p: ListParams,
-    repr: Representation,
-) -> Result<Response, ApiError> {
+    p: &ListParams,
+) -> Result<(ResourceDef, Selector), ApiError> {
     let def = shared
         .store
         .registry()
@@ -428,6 +428,17 @@ async fn list_collection(
         def.supports_node_name(),
     )
     .map_err(|e| ApiError::bad_request(e.0))?;
+    Ok((def, sel))
+}
+
+async fn list_collection(
+    shared: SharedRef,
+    res: ResourceId,
+    namespace: Option<String>,
+    p: ListParams,
+    repr: Representation,
+) -> Result<Response, ApiError> {
+    let (def, sel) = resource_and_selector(&shared, res, &p)?;
     let (snap, tok) = list::choose_snapshot(&shared.store, res, &p).await?;
     // resourceVersion=0 is served whole from the watch cache: kube-apiserver ignores `limit`.
     let limit = if p.continue_token.is_none() && p.resource_version.as_deref() == Some("0") {
@@ -465,18 +476,7 @@ async fn watch_collection(
     p: ListParams,
     repr: Representation,
 ) -> Result<Response, ApiError> {
-    let def = shared
-        .store
-        .registry()
-        .get(res)
-        .cloned()
-        .ok_or_else(ApiError::unknown_resource)?;
-    let selector = Selector::parse(
-        p.label_selector.as_deref(),
-        p.field_selector.as_deref(),
-        def.supports_node_name(),
-    )
-    .map_err(|e| ApiError::bad_request(e.0))?;
+    let (def, selector) = resource_and_selector(&shared, res, &p)?;
     let rv = parse_rv(p.resource_version.as_deref())?;
     if let Some(rv) = rv.filter(|rv| *rv > 0) {
         // Like the watch cache: wait (up to 3 s) for a resourceVersion not reached yet.

@@ -23,6 +23,24 @@ pub enum SyncError {
     ShutDown,
 }
 
+/// One poll: `Some(result)` when done (synced, or the deadline passed),
+/// `None` to poll again.
+fn poll_once(
+    timeout: Duration,
+    deadline: Instant,
+    unsynced: &mut impl FnMut() -> Result<Vec<String>, SyncError>,
+) -> Option<Result<(), SyncError>> {
+    match unsynced() {
+        Err(e) => Some(Err(e)),
+        Ok(left) if left.is_empty() => Some(Ok(())),
+        Ok(left) if Instant::now() >= deadline => Some(Err(SyncError::Timeout {
+            timeout,
+            unsynced: left,
+        })),
+        Ok(_) => None,
+    }
+}
+
 /// Polls `unsynced` until it is empty or `timeout` passes (blocking).
 pub(crate) fn wait_blocking(
     timeout: Duration,
@@ -30,15 +48,8 @@ pub(crate) fn wait_blocking(
 ) -> Result<(), SyncError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let left = unsynced()?;
-        if left.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(SyncError::Timeout {
-                timeout,
-                unsynced: left,
-            });
+        if let Some(done) = poll_once(timeout, deadline, &mut unsynced) {
+            return done;
         }
         std::thread::sleep(POLL);
     }
@@ -51,15 +62,8 @@ pub(crate) async fn wait(
 ) -> Result<(), SyncError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let left = unsynced()?;
-        if left.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(SyncError::Timeout {
-                timeout,
-                unsynced: left,
-            });
+        if let Some(done) = poll_once(timeout, deadline, &mut unsynced) {
+            return done;
         }
         tokio::time::sleep(POLL).await;
     }

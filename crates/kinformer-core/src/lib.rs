@@ -9,7 +9,7 @@
 //! - [`key`]: object keys (`namespace/name`).
 //! - [`delta`]: deltas, tombstones, per-key coalescing.
 //! - [`coalesce`]: the two-slot coalescing rule shared by the queue and handler backlogs.
-//! - [`fifo`]: the DeltaFIFO.
+//! - [`fifo`]: the DeltaFIFO and its streaming replace session.
 //! - [`index`]: index functions (namespace, labels, owner UID, custom).
 //! - [`indexer`]: the copy-on-write cache with secondary indexes.
 //! - [`handler`]: event handler trait and notifications.
@@ -34,7 +34,7 @@ pub mod registration;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
 pub use error::{FifoError, IndexFnError, IndexerError, InformerError, KeyError};
-pub use fifo::{DeltaFifo, FifoStats, Popped, Transform};
+pub use fifo::{DeltaFifo, FifoStats, Observed, Popped, Prepared, ReplaceSession, Transform};
 pub use handler::{EventHandlerFns, Notification, ResourceEventHandler};
 pub use index::{
     IndexFn, Indexers, LABEL_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, builtin_indexers, label_value,

@@ -262,3 +262,81 @@ fn memory_is_bounded_by_distinct_keys() {
     assert_eq!(f.len(), 10);
     assert_eq!(f.tracked_keys(), 10);
 }
+
+#[test]
+fn streaming_replace_is_not_synced_before_finish() {
+    let (f, _) = fifo();
+    let mut session = f.begin_replace().unwrap();
+    session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
+    // The listed object is processed while the list is still open.
+    let p = f.try_pop_batch(10);
+    assert_eq!(p.len(), 1);
+    assert!(p[0].is_in_initial_list);
+    f.done(p.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert!(!f.has_synced(), "synced before the list ended");
+    session.push(vec![f.prepare(cm("b", 1)).unwrap()]).unwrap();
+    session.finish("5").unwrap();
+    assert!(!f.has_synced(), "synced before b was processed");
+    let p = f.try_pop_batch(10);
+    f.done(p.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert!(f.has_synced());
+    assert_eq!(f.last_sync_resource_version(), "5");
+}
+
+#[test]
+fn streaming_replace_tombstones_only_at_finish() {
+    let (f, idx) = fifo();
+    seed_cache(&idx, &[cm("old", 1), cm("kept", 1)]);
+    let mut session = f.begin_replace().unwrap();
+    session
+        .push(vec![f.prepare(cm("kept", 2)).unwrap()])
+        .unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/kept".into(), vec![(Replaced, 2, false)])
+    );
+    assert!(pop_now(&f).is_none(), "no tombstone while the list is open");
+    session.finish("3").unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/old".into(), vec![(Deleted, 1, true)])
+    );
+}
+
+#[test]
+fn abandoned_streaming_replace_keeps_what_it_queued_and_tombstones_nothing() {
+    let (f, idx) = fifo();
+    seed_cache(&idx, &[cm("old", 1)]);
+    let mut session = f.begin_replace().unwrap();
+    session
+        .push(vec![f.prepare(cm("new", 2)).unwrap()])
+        .unwrap();
+    drop(session);
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/new".into(), vec![(Replaced, 2, false)])
+    );
+    assert!(
+        pop_now(&f).is_none(),
+        "a broken-off list must not delete anything"
+    );
+    assert!(!f.has_synced());
+}
+
+#[test]
+fn delete_during_streaming_replace_is_not_tombstoned_again() {
+    let (f, _) = fifo();
+    let mut session = f.begin_replace().unwrap();
+    session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
+    session.delete(f.prepare(cm("a", 2)).unwrap()).unwrap();
+    session.finish("3").unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        (
+            "ns/a".into(),
+            vec![(Replaced, 1, false), (Deleted, 2, false)]
+        )
+    );
+    assert!(pop_now(&f).is_none());
+    assert_eq!(f.stats().tombstones, 0);
+}

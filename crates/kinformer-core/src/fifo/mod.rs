@@ -20,11 +20,15 @@ use crossbeam_channel::{Receiver, Sender, select};
 use kube_core::Resource;
 use parking_lot::Mutex;
 
-use crate::delta::{DeletedFinalStateUnknown, DeletedObject, Delta, Deltas};
+use crate::delta::{DeletedObject, Delta, Deltas};
 use crate::error::FifoError;
 use crate::index::panic_message;
 use crate::indexer::Indexer;
 use crate::key::ObjectKey;
+
+mod replace;
+
+pub use replace::ReplaceSession;
 
 /// A transform applied to every object a producer hands to the FIFO (not to
 /// tombstones, nor to resync deltas, which carry cached objects). It must be
@@ -60,6 +64,46 @@ pub struct Popped<K> {
     pub deltas: Deltas<K>,
     /// Whether the key belongs to the first full list (initial sync).
     pub is_in_initial_list: bool,
+}
+
+/// An object transformed and keyed by [`DeltaFifo::prepare`], ready to queue.
+#[derive(Debug)]
+pub struct Prepared<K> {
+    key: ObjectKey,
+    object: Arc<K>,
+}
+
+impl<K> Prepared<K> {
+    /// The object's key.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// The (transformed) object.
+    pub fn object(&self) -> &Arc<K> {
+        &self.object
+    }
+}
+
+/// What a producer saw happen to an object (a watch event's type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// The object appeared.
+    Added,
+    /// The object changed.
+    Updated,
+    /// The object was deleted; this is its final state.
+    Deleted,
+}
+
+impl Observed {
+    fn delta<K>(self, obj: Arc<K>) -> Delta<K> {
+        match self {
+            Observed::Added => Delta::Added(obj),
+            Observed::Updated => Delta::Updated(obj),
+            Observed::Deleted => Delta::Deleted(DeletedObject::Final(obj)),
+        }
+    }
 }
 
 /// Counters of a [`DeltaFifo`].
@@ -125,32 +169,51 @@ impl<K: Resource> DeltaFifo<K> {
 
     /// Queues an `Added` delta.
     pub fn add(&self, obj: K) -> Result<(), FifoError> {
-        self.produce(obj, Delta::Added)
+        self.produce(Observed::Added, obj)
     }
 
     /// Queues an `Updated` delta.
     pub fn update(&self, obj: K) -> Result<(), FifoError> {
-        self.produce(obj, Delta::Updated)
+        self.produce(Observed::Updated, obj)
     }
 
     /// Queues a `Deleted` delta carrying the object's final state.
     pub fn delete(&self, obj: K) -> Result<(), FifoError> {
-        self.produce(obj, |o| Delta::Deleted(DeletedObject::Final(o)))
+        self.produce(Observed::Deleted, obj)
     }
 
-    fn produce(&self, obj: K, make: impl FnOnce(Arc<K>) -> Delta<K>) -> Result<(), FifoError> {
+    fn produce(&self, what: Observed, obj: K) -> Result<(), FifoError> {
         if self.is_closed() {
             return Err(FifoError::Closed);
         }
-        let (key, obj) = self.prepare(obj)?;
+        let prepared = self.prepare(obj)?;
+        self.push_observed([(what, prepared)])
+    }
+
+    /// Queues changes a producer observed and already [prepared](Self::prepare),
+    /// in order, under one short lock.
+    pub fn push_observed(
+        &self,
+        changes: impl IntoIterator<Item = (Observed, Prepared<K>)>,
+    ) -> Result<(), FifoError> {
+        if self.is_closed() {
+            return Err(FifoError::Closed);
+        }
         let mut st = self.state.lock();
         st.populated = true;
-        self.enqueue(&mut st, key, make(obj), false);
+        for (what, p) in changes {
+            self.enqueue(&mut st, p.key, what.delta(p.object), false);
+        }
         Ok(())
     }
 
-    /// Key and transform an incoming object, outside the lock.
-    fn prepare(&self, obj: K) -> Result<(ObjectKey, Arc<K>), FifoError> {
+    /// Transforms and keys an incoming object. Call it from any thread (a
+    /// decode worker, say) before handing the result to
+    /// [`push_observed`](Self::push_observed) or a [`ReplaceSession`]: the
+    /// transform then runs where the object was decoded, not under the
+    /// queue's lock. A panicking transform or an object without a name is
+    /// an error (logged and counted here).
+    pub fn prepare(&self, obj: K) -> Result<Prepared<K>, FifoError> {
         let obj = match &self.transform {
             None => obj,
             Some(t) => catch_unwind(AssertUnwindSafe(|| t(obj))).map_err(|p| {
@@ -163,7 +226,10 @@ impl<K: Resource> DeltaFifo<K> {
             })?,
         };
         match ObjectKey::of(&obj) {
-            Ok(key) => Ok((key, Arc::new(obj))),
+            Ok(key) => Ok(Prepared {
+                key,
+                object: Arc::new(obj),
+            }),
             Err(e) => {
                 self.counters.key_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "object refused by the delta FIFO");
@@ -210,7 +276,8 @@ impl<K: Resource> DeltaFifo<K> {
         }
     }
 
-    /// Replaces the queue's view of the world with a full list.
+    /// Replaces the queue's view of the world with a full list: a
+    /// [`ReplaceSession`] fed every object at once, then finished.
     ///
     /// Every listed object gets a `Replaced` delta; every key that is cached
     /// or queued but not listed gets a `Deleted` tombstone
@@ -222,66 +289,9 @@ impl<K: Resource> DeltaFifo<K> {
         objects: impl IntoIterator<Item = K>,
         resource_version: &str,
     ) -> Result<(), FifoError> {
-        if self.is_closed() {
-            return Err(FifoError::Closed);
-        }
-        let prepared: Vec<(ObjectKey, Arc<K>)> = objects
-            .into_iter()
-            .filter_map(|o| self.prepare(o).ok())
-            .collect();
-        let mut st = self.state.lock();
-        let first = !st.populated;
-        st.populated = true;
-        let mut listed: std::collections::HashSet<ObjectKey, Hasher> =
-            std::collections::HashSet::with_capacity_and_hasher(prepared.len(), Hasher::default());
-        for (key, obj) in prepared {
-            if !listed.insert(key.clone()) {
-                self.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(key = %key, "key listed twice in one replace; the last object wins");
-            }
-            self.enqueue(&mut st, key, Delta::Replaced(obj), first);
-        }
-        // Loaded under the lock: every key absent from `items` has been fully
-        // applied to the cache, so the cache is its truth.
-        let cached = self.known.snapshot();
-        let mut tombstones = Vec::new();
-        for (key, e) in &st.items {
-            if listed.contains(key) {
-                continue;
-            }
-            let newest = match &e.pending {
-                Some(p) => match p.newest() {
-                    Some(Delta::Deleted(_)) | None => None,
-                    Some(d) => Some(Arc::clone(d.object())),
-                },
-                None => e.in_flight_newest.clone(),
-            };
-            if let Some(obj) = newest {
-                tombstones.push((key.clone(), obj));
-            }
-        }
-        for (key, obj) in cached.iter() {
-            if !listed.contains(key) && !st.items.contains_key(key) {
-                tombstones.push((key.clone(), Arc::clone(obj)));
-            }
-        }
-        self.counters
-            .tombstones
-            .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
-        for (key, last_known) in tombstones {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                last_known,
-            };
-            self.enqueue(
-                &mut st,
-                key,
-                Delta::Deleted(DeletedObject::Unknown(tombstone)),
-                first,
-            );
-        }
-        st.last_sync_resource_version = resource_version.to_string();
-        Ok(())
+        let mut session = self.begin_replace()?;
+        session.push(objects.into_iter().filter_map(|o| self.prepare(o).ok()))?;
+        session.finish(resource_version)
     }
 
     /// Queues a `Sync` delta for every cached key that has nothing pending

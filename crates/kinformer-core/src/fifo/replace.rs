@@ -1,0 +1,145 @@
+//! A streaming `replace`: the objects of a full list are queued as they
+//! arrive (page by page, or event by event for a WatchList), and the
+//! tombstones for what the list lacked are computed when it ends. The queue
+//! never holds a whole list on the side, so a relist does not double memory.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use kube_core::Resource;
+
+use super::{DeltaFifo, Hasher, Prepared};
+use crate::delta::{DeletedFinalStateUnknown, DeletedObject, Delta};
+use crate::error::FifoError;
+use crate::key::ObjectKey;
+
+/// A full list being fed to a [`DeltaFifo`], begun by
+/// [`DeltaFifo::begin_replace`].
+///
+/// Every pushed object is queued at once as a `Replaced` delta (consumers may
+/// apply it while the list is still arriving). [`finish`](Self::finish) then
+/// queues a `Deleted` tombstone ([`DeletedFinalStateUnknown`]) for every key
+/// that is cached or queued but was not pushed, and records the list's
+/// resourceVersion. A session dropped without `finish` (the list broke off)
+/// leaves what it queued in place and emits no tombstone: every queued object
+/// is a real state, and the next list settles the rest.
+///
+/// The queue's first full list counts towards [`DeltaFifo::has_synced`],
+/// which stays false until that list is finished and fully processed. The
+/// session's producer should not queue other changes while it is open.
+pub struct ReplaceSession<'a, K> {
+    fifo: &'a DeltaFifo<K>,
+    first: bool,
+    listed: HashSet<ObjectKey, Hasher>,
+}
+
+impl<K: Resource> DeltaFifo<K> {
+    /// Begins a streaming full list (see [`ReplaceSession`]).
+    pub fn begin_replace(&self) -> Result<ReplaceSession<'_, K>, FifoError> {
+        if self.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        let first = !self.state.lock().populated;
+        Ok(ReplaceSession {
+            fifo: self,
+            first,
+            listed: HashSet::with_hasher(Hasher::default()),
+        })
+    }
+}
+
+impl<K: Resource> ReplaceSession<'_, K> {
+    /// Queues listed objects (`Replaced`), in order, under one short lock.
+    /// A key pushed twice keeps its last object (logged, counted).
+    pub fn push(
+        &mut self,
+        objects: impl IntoIterator<Item = Prepared<K>>,
+    ) -> Result<(), FifoError> {
+        let fifo = self.fifo;
+        if fifo.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        let mut st = fifo.state.lock();
+        for p in objects {
+            if !self.listed.insert(p.key.clone()) {
+                fifo.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key = %p.key, "key listed twice in one replace; the last object wins");
+            }
+            fifo.enqueue(&mut st, p.key, Delta::Replaced(p.object), self.first);
+        }
+        Ok(())
+    }
+
+    /// Queues the deletion of an object seen while the list streams (a
+    /// WatchList may report one); the key no longer counts as listed.
+    pub fn delete(&mut self, object: Prepared<K>) -> Result<(), FifoError> {
+        let fifo = self.fifo;
+        if fifo.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        self.listed.remove(&object.key);
+        let mut st = fifo.state.lock();
+        let delta = Delta::Deleted(DeletedObject::Final(object.object));
+        fifo.enqueue(&mut st, object.key, delta, self.first);
+        Ok(())
+    }
+
+    /// Distinct keys listed so far.
+    pub fn len(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// Whether nothing has been listed yet.
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    /// Ends the list at `resource_version`: tombstones every key cached or
+    /// queued but not listed, carrying its last known state.
+    pub fn finish(self, resource_version: &str) -> Result<(), FifoError> {
+        let fifo = self.fifo;
+        if fifo.is_closed() {
+            return Err(FifoError::Closed);
+        }
+        let listed = self.listed;
+        let mut st = fifo.state.lock();
+        // Loaded under the lock: every key absent from `items` has been fully
+        // applied to the cache, so the cache is its truth.
+        let cached = fifo.known.snapshot();
+        let mut tombstones = Vec::new();
+        for (key, e) in &st.items {
+            if listed.contains(key) {
+                continue;
+            }
+            let newest = match &e.pending {
+                Some(p) => match p.newest() {
+                    Some(Delta::Deleted(_)) | None => None,
+                    Some(d) => Some(std::sync::Arc::clone(d.object())),
+                },
+                None => e.in_flight_newest.clone(),
+            };
+            if let Some(obj) = newest {
+                tombstones.push((key.clone(), obj));
+            }
+        }
+        for (key, obj) in cached.iter() {
+            if !listed.contains(key) && !st.items.contains_key(key) {
+                tombstones.push((key.clone(), std::sync::Arc::clone(obj)));
+            }
+        }
+        fifo.counters
+            .tombstones
+            .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
+        for (key, last_known) in tombstones {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                last_known,
+            };
+            let delta = Delta::Deleted(DeletedObject::Unknown(tombstone));
+            fifo.enqueue(&mut st, key, delta, self.first);
+        }
+        st.populated = true;
+        st.last_sync_resource_version = resource_version.to_string();
+        Ok(())
+    }
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{DeltaFifo, DeltaType::*, FifoError, Indexer};
 
 #[test]
@@ -264,36 +265,57 @@ fn memory_is_bounded_by_distinct_keys() {
 }
 
 #[test]
-fn streaming_replace_is_not_synced_before_finish() {
+fn first_replace_is_staged_and_queued_in_one_step() {
     let (f, _) = fifo();
     let mut session = f.begin_replace().unwrap();
     session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
-    // The listed object is processed while the list is still open.
-    let p = f.try_pop_batch(10);
-    assert_eq!(p.len(), 1);
-    assert!(p[0].is_in_initial_list);
-    f.done(p.iter().map(|p| (&p.key, p.is_in_initial_list)));
-    assert!(!f.has_synced(), "synced before the list ended");
     session.push(vec![f.prepare(cm("b", 1)).unwrap()]).unwrap();
+    session.delete(f.prepare(cm("b", 2)).unwrap()).unwrap();
+    assert!(
+        f.try_pop_batch(10).is_empty(),
+        "first list visible before it ended"
+    );
+    assert!(!f.has_synced());
     session.finish("5").unwrap();
-    assert!(!f.has_synced(), "synced before b was processed");
-    let p = f.try_pop_batch(10);
-    f.done(p.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    assert!(!f.has_synced(), "synced before the list was processed");
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Replaced, 1, false)])
+    );
+    assert!(pop_now(&f).is_none(), "b was deleted during the list");
     assert!(f.has_synced());
     assert_eq!(f.last_sync_resource_version(), "5");
 }
 
 #[test]
-fn streaming_replace_tombstones_only_at_finish() {
+fn abandoned_first_replace_queues_nothing() {
+    let (f, _) = fifo();
+    let mut session = f.begin_replace().unwrap();
+    session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
+    drop(session);
+    assert!(pop_now(&f).is_none());
+    assert!(!f.has_synced());
+}
+
+/// A FIFO whose first list is done and processed: `old` and `kept` cached.
+fn relisting_fifo() -> (DeltaFifo<ConfigMap>, Indexer<ConfigMap>) {
     let (f, idx) = fifo();
+    f.replace(Vec::new(), "1").unwrap();
     seed_cache(&idx, &[cm("old", 1), cm("kept", 1)]);
+    (f, idx)
+}
+
+#[test]
+fn relist_streams_objects_and_tombstones_only_at_finish() {
+    let (f, _idx) = relisting_fifo();
     let mut session = f.begin_replace().unwrap();
     session
         .push(vec![f.prepare(cm("kept", 2)).unwrap()])
         .unwrap();
     assert_eq!(
         pop_now(&f).unwrap(),
-        ("ns/kept".into(), vec![(Replaced, 2, false)])
+        ("ns/kept".into(), vec![(Replaced, 2, false)]),
+        "a relist is queued as it arrives"
     );
     assert!(pop_now(&f).is_none(), "no tombstone while the list is open");
     session.finish("3").unwrap();
@@ -304,9 +326,8 @@ fn streaming_replace_tombstones_only_at_finish() {
 }
 
 #[test]
-fn abandoned_streaming_replace_keeps_what_it_queued_and_tombstones_nothing() {
-    let (f, idx) = fifo();
-    seed_cache(&idx, &[cm("old", 1)]);
+fn abandoned_relist_keeps_what_it_queued_and_tombstones_nothing() {
+    let (f, _idx) = relisting_fifo();
     let mut session = f.begin_replace().unwrap();
     session
         .push(vec![f.prepare(cm("new", 2)).unwrap()])
@@ -320,22 +341,30 @@ fn abandoned_streaming_replace_keeps_what_it_queued_and_tombstones_nothing() {
         pop_now(&f).is_none(),
         "a broken-off list must not delete anything"
     );
-    assert!(!f.has_synced());
 }
 
 #[test]
-fn delete_during_streaming_replace_is_not_tombstoned_again() {
-    let (f, _) = fifo();
+fn delete_during_a_relist_is_queued_and_not_tombstoned_again() {
+    let (f, _idx) = relisting_fifo();
     let mut session = f.begin_replace().unwrap();
-    session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
-    session.delete(f.prepare(cm("a", 2)).unwrap()).unwrap();
+    session
+        .push(vec![f.prepare(cm("kept", 2)).unwrap()])
+        .unwrap();
+    session.delete(f.prepare(cm("kept", 3)).unwrap()).unwrap();
+    session
+        .push(vec![f.prepare(cm("old", 2)).unwrap()])
+        .unwrap();
     session.finish("3").unwrap();
     assert_eq!(
         pop_now(&f).unwrap(),
         (
-            "ns/a".into(),
-            vec![(Replaced, 1, false), (Deleted, 2, false)]
+            "ns/kept".into(),
+            vec![(Replaced, 2, false), (Deleted, 3, false)]
         )
+    );
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/old".into(), vec![(Replaced, 2, false)])
     );
     assert!(pop_now(&f).is_none());
     assert_eq!(f.stats().tombstones, 0);

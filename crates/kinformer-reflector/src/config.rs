@@ -34,6 +34,11 @@ pub struct ReflectorConfig {
     pub short_watch: Duration,
     /// Backoff between failed attempts.
     pub backoff: BackoffConfig,
+    /// While a full list streams in, the reader pauses whenever the queue
+    /// holds more keys than this (default 16,384), so a relist replaces
+    /// cached objects about as fast as it receives them instead of holding
+    /// a second copy of the collection in the queue.
+    pub max_queued_keys: usize,
 }
 
 impl Default for ReflectorConfig {
@@ -46,6 +51,7 @@ impl Default for ReflectorConfig {
             idle_timeout: Duration::from_secs(150),
             short_watch: Duration::from_secs(1),
             backoff: BackoffConfig::default(),
+            max_queued_keys: 16_384,
         }
     }
 }
@@ -79,6 +85,12 @@ impl ReflectorConfig {
     /// Sets [`ReflectorConfig::short_watch`].
     pub fn short_watch(mut self, d: Duration) -> Self {
         self.short_watch = d;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::max_queued_keys`].
+    pub fn max_queued_keys(mut self, n: usize) -> Self {
+        self.max_queued_keys = n.max(1);
         self
     }
 

@@ -68,6 +68,10 @@ pub enum ReflectorError {
     /// A request could not be built (invalid selector characters, ...).
     #[error("could not build request: {0}")]
     Request(String),
+    /// A decode worker went away without answering (it panicked or its
+    /// pool was shut down).
+    #[error("a decode worker was lost")]
+    DecodeWorkerLost,
     /// The queue refused an object.
     #[error(transparent)]
     Fifo(#[from] FifoError),
@@ -138,6 +142,7 @@ impl ReflectorError {
             Self::WatchListIncomplete => "watch_list_incomplete",
             Self::WatchListUnsupported(_) => "watch_list_unsupported",
             Self::Request(_) => "request",
+            Self::DecodeWorkerLost => "decode_worker_lost",
             Self::Fifo(_) => "fifo",
         }
     }

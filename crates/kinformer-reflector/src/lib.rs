@@ -6,7 +6,10 @@
 //! ```
 //!
 //! Module map:
-//! - [`reflector`]: the [`Reflector`] and its run loop (list, watch, recover);
+//! - [`reflector`]: the [`Reflector`] and its run loop (watch, WatchList, recover);
+//! - `list`: the paged LIST path, streamed into the queue;
+//! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
+//! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
 //! - [`backoff`]: client-go's exponential backoff with jitter and reset;
@@ -16,14 +19,18 @@
 //! - [`error`]: typed errors ([`ReflectorError`]);
 //! - [`metrics`]: [`ReflectorMetrics`] counters.
 //!
-//! The reflector does nothing but list and watch: decoding, caching and handler
-//! dispatch happen in [`kinformer_core`].
+//! The reflector lists and watches; decoding runs on a [`DecodePool`] (one
+//! thread per core) in batches whose results come back in arrival order;
+//! caching and handler dispatch happen in [`kinformer_core`].
 
 pub mod backoff;
 pub mod config;
+pub mod decode;
 pub mod error;
 pub mod event;
+pub mod events;
 pub mod lines;
+mod list;
 pub mod metrics;
 pub mod reflector;
 pub mod target;
@@ -31,6 +38,7 @@ pub mod transport;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;
+pub use decode::DecodePool;
 pub use error::ReflectorError;
 pub use event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
 pub use metrics::{MetricsHandle, ReflectorMetrics};

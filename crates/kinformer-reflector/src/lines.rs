@@ -34,7 +34,7 @@ impl Lines {
     /// The next line; `Ok(None)` at a clean end of stream.
     pub async fn next_line(&mut self) -> Result<Option<Bytes>, ReflectorError> {
         loop {
-            if let Some(off) = self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
+            if let Some(off) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let pos = self.scanned + off;
                 self.scanned = 0;
                 let mut line = self.buf.split_to(pos + 1);

@@ -16,28 +16,27 @@
 //! | unknown event type, object without name, undecodable object | skip it (reported, counted) |
 //! | shutdown token cancelled, or the FIFO closed | return promptly |
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinformer_core::{DeltaFifo, FifoError, ObjectKey};
+use kinformer_core::{DeltaFifo, FifoError, Observed, Prepared};
 use kube::Client;
 use kube_core::Resource;
 use rand::Rng;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::config::ReflectorConfig;
+use crate::decode::DecodePool;
 use crate::error::ReflectorError;
-use crate::event::{WatchEvent, decode_event, decode_object, resource_version};
+use crate::event::WatchEvent;
+use crate::events::{DecodedEvent, Decoder, EventStream};
 use crate::lines::Lines;
 use crate::metrics::{Counters, MetricsHandle, bump};
 use crate::target::ListWatchTarget;
-use crate::transport::{read_body, send};
+use crate::transport::send;
 
 /// Called with every error the reflector recovers from (client-go's
 /// `WatchErrorHandler`). Must not block.
@@ -66,17 +65,18 @@ pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 /// # Ok(()) }
 /// ```
 pub struct Reflector<K> {
-    name: String,
-    client: Client,
-    target: ListWatchTarget,
-    fifo: Arc<DeltaFifo<K>>,
-    config: ReflectorConfig,
+    pub(crate) name: String,
+    pub(crate) client: Client,
+    pub(crate) target: ListWatchTarget,
+    pub(crate) fifo: Arc<DeltaFifo<K>>,
+    pub(crate) config: ReflectorConfig,
     on_error: Option<WatchErrorHandler>,
     metrics: MetricsHandle,
+    pool: Option<Arc<DecodePool>>,
 }
 
 /// The reflector should return (shutdown, or the queue is closed).
-struct Stop;
+pub(crate) struct Stop;
 
 /// What to do after a watch ended.
 enum WatchEnd {
@@ -84,9 +84,9 @@ enum WatchEnd {
     Relist,
 }
 
-struct State {
-    last_rv: String,
-    rv_unavailable: bool,
+pub(crate) struct State {
+    pub(crate) last_rv: String,
+    pub(crate) rv_unavailable: bool,
     synced_once: bool,
     watched_once: bool,
     watch_list_unsupported: bool,
@@ -95,7 +95,7 @@ struct State {
 
 impl State {
     /// client-go's `relistResourceVersion`.
-    fn relist_rv(&self) -> String {
+    pub(crate) fn relist_rv(&self) -> String {
         if self.rv_unavailable {
             String::new()
         } else if self.last_rv.is_empty() {
@@ -106,23 +106,7 @@ impl State {
     }
 }
 
-#[derive(Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawListMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
-    continue_: Option<String>,
-}
-
-async fn or_stop<F: Future>(token: &CancellationToken, f: F) -> Result<F::Output, Stop> {
+pub(crate) async fn or_stop<F: Future>(token: &CancellationToken, f: F) -> Result<F::Output, Stop> {
     tokio::select! {
         biased;
         _ = token.cancelled() => Err(Stop),
@@ -144,7 +128,34 @@ where
             config: ReflectorConfig::default(),
             on_error: None,
             metrics: MetricsHandle::default(),
+            pool: None,
         }
+    }
+
+    /// Decodes on `pool`'s threads instead of the task that reads the
+    /// responses, so decoding uses every core (see [`DecodePool`]).
+    pub fn decode_pool(mut self, pool: Arc<DecodePool>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    pub(crate) fn decoder(&self) -> Decoder<K> {
+        Decoder::new(Arc::clone(&self.fifo), self.pool.clone())
+    }
+
+    /// Decode threads available (1 when decoding inline).
+    pub(crate) fn decode_threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.size())
+    }
+
+    /// Waits while the queue holds more than `max_queued_keys` keys, so the
+    /// reader never runs far ahead of the processor pool (a relist then
+    /// replaces objects about as fast as it receives them).
+    pub(crate) async fn wait_for_room(&self, token: &CancellationToken) -> Result<(), Stop> {
+        while self.fifo.len() > self.config.max_queued_keys {
+            or_stop(token, tokio::time::sleep(Duration::from_millis(1))).await?;
+        }
+        Ok(())
     }
 
     /// A name for logs (default: the URL path).
@@ -201,11 +212,11 @@ where
         tracing::debug!(reflector = %self.name, "reflector stopped");
     }
 
-    fn counters(&self) -> &Counters {
+    pub(crate) fn counters(&self) -> &Counters {
         &self.metrics.0
     }
 
-    fn report(&self, e: &ReflectorError) {
+    pub(crate) fn report(&self, e: &ReflectorError) {
         bump(&self.counters().errors);
         tracing::warn!(reflector = %self.name, kind = e.kind(), error = %e, "list/watch error");
         if let Some(f) = &self.on_error {
@@ -213,14 +224,14 @@ where
         }
     }
 
-    fn set_rv(&self, st: &mut State, rv: &str) {
+    pub(crate) fn set_rv(&self, st: &mut State, rv: &str) {
         if !rv.is_empty() && rv != st.last_rv {
             st.last_rv = rv.to_string();
             *self.counters().last_rv.lock() = st.last_rv.clone();
         }
     }
 
-    async fn sleep_backoff(
+    pub(crate) async fn sleep_backoff(
         &self,
         st: &mut State,
         token: &CancellationToken,
@@ -262,7 +273,7 @@ where
                     .open_watch(st, false, &st.last_rv.clone(), token)
                     .await?
                 {
-                    Ok(lines) => (lines, Instant::now()),
+                    Ok(lines) => (EventStream::new(lines, self.decoder()), Instant::now()),
                     Err(e) => {
                         self.report(&e);
                         if e.is_too_many_requests() || e.is_connection_refused() {
@@ -309,7 +320,7 @@ where
     }
 
     /// Feeds one object to the queue; `Err(Stop)` when the queue is closed.
-    fn apply(&self, res: Result<(), FifoError>) -> Result<(), Stop> {
+    pub(crate) fn apply(&self, res: Result<(), FifoError>) -> Result<(), Stop> {
         match res {
             Ok(()) => Ok(()),
             Err(FifoError::Closed) => Err(Stop),
@@ -321,41 +332,49 @@ where
         }
     }
 
-    fn skip(&self, e: &ReflectorError) {
+    pub(crate) fn skip(&self, e: &ReflectorError) {
         bump(&self.counters().decode_errors);
         self.report(e);
     }
 
+    /// Queues one watched change; `Err(Stop)` when the queue is closed.
+    fn push(&self, what: Observed, p: Prepared<K>) -> Result<(), Stop> {
+        self.apply(self.fifo.push_observed([(what, p)]))
+    }
+
     async fn handle_watch(
         &self,
-        mut lines: Lines,
+        mut events: EventStream<K>,
         started: Instant,
         st: &mut State,
         token: &CancellationToken,
     ) -> Result<WatchEnd, Stop> {
-        let mut events = 0u64;
+        let mut count = 0u64;
         loop {
-            let line = match or_stop(token, lines.next_line()).await? {
-                Ok(Some(line)) => line,
+            let item = match or_stop(token, events.next()).await? {
+                Ok(Some(item)) => item,
                 Ok(None) => {
                     let lasted = started.elapsed();
-                    if events == 0 && lasted < self.config.short_watch {
+                    if count == 0 && lasted < self.config.short_watch {
                         self.report(&ReflectorError::VeryShortWatch(lasted));
                         return Ok(WatchEnd::Relist);
                     }
-                    tracing::debug!(reflector = %self.name, events, "watch ended; re-watching");
+                    tracing::debug!(reflector = %self.name, events = count, "watch ended; re-watching");
                     return Ok(WatchEnd::Rewatch);
                 }
                 Err(e) => {
                     self.report(&e);
                     let lasted = started.elapsed();
-                    if events == 0 && lasted < self.config.short_watch {
+                    if count == 0 && lasted < self.config.short_watch {
                         return Ok(WatchEnd::Relist);
                     }
                     return Ok(WatchEnd::Rewatch);
                 }
             };
-            let event = match decode_event::<K>(&line) {
+            let DecodedEvent {
+                event,
+                resource_version: rv,
+            } = match item {
                 Ok(ev) => ev,
                 Err(e @ ReflectorError::MalformedEvent(_)) => {
                     self.report(&e);
@@ -366,19 +385,10 @@ where
                     continue;
                 }
             };
-            let rv = match &event {
-                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                    resource_version(o).map(str::to_string)
-                }
-                WatchEvent::Bookmark {
-                    resource_version, ..
-                } => Some(resource_version.clone()),
-                WatchEvent::Error(_) => None,
-            };
             match event {
-                WatchEvent::Added(o) => self.apply(self.fifo.add(o))?,
-                WatchEvent::Modified(o) => self.apply(self.fifo.update(o))?,
-                WatchEvent::Deleted(o) => self.apply(self.fifo.delete(o))?,
+                WatchEvent::Added(p) => self.push(Observed::Added, p)?,
+                WatchEvent::Modified(p) => self.push(Observed::Updated, p)?,
+                WatchEvent::Deleted(p) => self.push(Observed::Deleted, p)?,
                 WatchEvent::Bookmark { .. } => bump(&self.counters().bookmarks),
                 WatchEvent::Error(e) => {
                     self.report(&e);
@@ -389,7 +399,7 @@ where
                     return Ok(WatchEnd::Relist);
                 }
             }
-            events += 1;
+            count += 1;
             bump(&self.counters().events);
             if let Some(rv) = rv {
                 self.set_rv(st, &rv);
@@ -398,18 +408,20 @@ where
     }
 
     /// A WatchList sync: `Some(stream)` (already synced, continue watching
-    /// it) or `None` to fall back to LIST for this cycle.
+    /// it) or `None` to fall back to LIST for this cycle. The initial events
+    /// stream into a [`kinformer_core::ReplaceSession`] as they arrive; the
+    /// tombstones follow the initial-events-end bookmark.
     async fn watch_list(
         &self,
         st: &mut State,
         token: &CancellationToken,
-    ) -> Result<Option<(Lines, Instant)>, Stop> {
+    ) -> Result<Option<(EventStream<K>, Instant)>, Stop> {
         let rv = if st.rv_unavailable {
             String::new()
         } else {
             st.last_rv.clone()
         };
-        let mut lines = match self.open_watch(st, true, &rv, token).await? {
+        let lines = match self.open_watch(st, true, &rv, token).await? {
             Ok(l) => l,
             Err(e) => {
                 if e.code()
@@ -427,10 +439,11 @@ where
             }
         };
         let started = Instant::now();
-        let mut buffer: HashMap<ObjectKey, K> = HashMap::new();
+        let mut events = EventStream::new(lines, self.decoder());
+        let mut session = self.fifo.begin_replace().map_err(|_| Stop)?;
         loop {
-            let line = match or_stop(token, lines.next_line()).await? {
-                Ok(Some(line)) => line,
+            let item = match or_stop(token, events.next()).await? {
+                Ok(Some(item)) => item,
                 Ok(None) => {
                     self.report(&ReflectorError::WatchListIncomplete);
                     return Ok(None);
@@ -441,30 +454,24 @@ where
                     return Ok(None);
                 }
             };
-            match decode_event::<K>(&line) {
-                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => match ObjectKey::of(&o) {
-                    Ok(key) => {
-                        buffer.insert(key, o);
-                    }
-                    Err(e) => self.skip(&ReflectorError::Fifo(e.into())),
-                },
-                Ok(WatchEvent::Deleted(o)) => {
-                    if let Ok(key) = ObjectKey::of(&o) {
-                        buffer.remove(&key);
-                    }
+            match item.map(|d| d.event) {
+                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => {
+                    self.wait_for_room(token).await?;
+                    self.apply(session.push([p]))?;
                 }
+                Ok(WatchEvent::Deleted(p)) => self.apply(session.delete(p))?,
                 Ok(WatchEvent::Bookmark {
                     resource_version,
                     initial_events_end: true,
                 }) => {
-                    let n = buffer.len();
-                    self.apply_replace(buffer.into_values(), &resource_version)?;
+                    let n = session.len();
+                    self.apply(session.finish(&resource_version))?;
                     self.set_rv(st, &resource_version);
                     st.rv_unavailable = false;
                     self.count_sync(st);
                     bump(&self.counters().watch_list_syncs);
                     tracing::debug!(reflector = %self.name, objects = n, rv = %resource_version, "synced through watch-list");
-                    return Ok(Some((lines, started)));
+                    return Ok(Some((events, started)));
                 }
                 Ok(WatchEvent::Bookmark { .. }) => {
                     st.watch_list_unsupported = true;
@@ -489,131 +496,10 @@ where
         }
     }
 
-    fn apply_replace(&self, items: impl IntoIterator<Item = K>, rv: &str) -> Result<(), Stop> {
-        match self.fifo.replace(items, rv) {
-            Err(FifoError::Closed) => Err(Stop),
-            Err(e) => {
-                self.report(&ReflectorError::Fifo(e));
-                Ok(())
-            }
-            Ok(()) => Ok(()),
-        }
-    }
-
-    fn count_sync(&self, st: &mut State) {
+    pub(crate) fn count_sync(&self, st: &mut State) {
         if st.synced_once {
             bump(&self.counters().relists);
         }
         st.synced_once = true;
-    }
-
-    /// A full LIST into the queue (`replace`), with client-go's choice of
-    /// resourceVersion and its retry at `""` after Expired / TooLarge.
-    async fn list(
-        &self,
-        st: &mut State,
-        token: &CancellationToken,
-    ) -> Result<Result<(), ReflectorError>, Stop> {
-        let mut rv = st.relist_rv();
-        let (items, list_rv) = loop {
-            match self.list_at(&rv, token).await? {
-                Ok(r) => break r,
-                Err(e)
-                    if (e.is_expired() || e.is_too_large_resource_version()) && !rv.is_empty() =>
-                {
-                    self.report(&e);
-                    st.rv_unavailable = true;
-                    rv = st.relist_rv();
-                }
-                Err(e) => return Ok(Err(e)),
-            }
-        };
-        let n = items.len();
-        self.apply_replace(items, &list_rv)?;
-        st.rv_unavailable = false;
-        self.set_rv(st, &list_rv);
-        bump(&self.counters().lists);
-        self.count_sync(st);
-        tracing::debug!(reflector = %self.name, objects = n, rv = %list_rv, "listed");
-        Ok(Ok(()))
-    }
-
-    /// A paged LIST at `rv`; an expired `continue` token falls back to one
-    /// unpaged LIST at `""`.
-    async fn list_at(
-        &self,
-        rv: &str,
-        token: &CancellationToken,
-    ) -> Result<Result<(Vec<K>, String), ReflectorError>, Stop> {
-        let mut items = Vec::new();
-        let mut cont: Option<String> = None;
-        let mut limit = self.config.page_size;
-        let mut rv = rv.to_string();
-        loop {
-            let page = match self.list_page(&rv, limit, cont.as_deref(), token).await? {
-                Ok(p) => p,
-                Err(e) if cont.is_some() && e.is_expired() => {
-                    self.report(&e);
-                    tracing::info!(reflector = %self.name, "continue token expired; listing in full");
-                    items.clear();
-                    cont = None;
-                    limit = 0;
-                    rv.clear();
-                    continue;
-                }
-                Err(e) => return Ok(Err(e)),
-            };
-            let (page_items, page_rv, next) = page;
-            items.extend(page_items);
-            match next {
-                Some(c) if limit > 0 => cont = Some(c),
-                _ => return Ok(Ok((items, page_rv))),
-            }
-        }
-    }
-
-    async fn list_page(
-        &self,
-        rv: &str,
-        limit: u32,
-        cont: Option<&str>,
-        token: &CancellationToken,
-    ) -> Result<Result<(Vec<K>, String, Option<String>), ReflectorError>, Stop> {
-        let req = match self.target.list_request(rv, limit, cont) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e)),
-        };
-        bump(&self.counters().list_requests);
-        tracing::debug!(reflector = %self.name, rv, limit, continued = cont.is_some(), "list");
-        let resp = match or_stop(token, send(&self.client, req)).await? {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e)),
-        };
-        let body = match or_stop(token, read_body(resp)).await? {
-            Ok(b) => b,
-            Err(e) => return Ok(Err(e)),
-        };
-        let list: RawList<'_> = match serde_json::from_slice(&body) {
-            Ok(l) => l,
-            Err(e) => return Ok(Err(ReflectorError::MalformedList(e.to_string()))),
-        };
-        let raw = list.items.unwrap_or_default();
-        let mut items = Vec::with_capacity(raw.len());
-        for item in raw {
-            match decode_object::<K>(item.get().as_bytes()) {
-                Ok(o) => items.push(o),
-                Err(e) => self.skip(&e),
-            }
-        }
-        let Some(page_rv) = list.metadata.resource_version.filter(|r| !r.is_empty()) else {
-            return Ok(Err(ReflectorError::MalformedList(
-                "list without metadata.resourceVersion".into(),
-            )));
-        };
-        Ok(Ok((
-            items,
-            page_rv,
-            list.metadata.continue_.filter(|c| !c.is_empty()),
-        )))
     }
 }

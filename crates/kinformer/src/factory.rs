@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
-    CancellationToken, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
+    CancellationToken, DecodePool, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
     ReflectorMetrics, WatchErrorHandler,
 };
 use kube::Client;
@@ -34,6 +34,7 @@ pub struct FactoryBuilder {
     reflector: ReflectorConfig,
     on_watch_error: Option<WatchErrorHandler>,
     threads: usize,
+    decode_threads: usize,
     builtin_indexes: bool,
     runtime: Option<Handle>,
 }
@@ -93,6 +94,13 @@ impl FactoryBuilder {
         self
     }
 
+    /// Threads of the decode pool shared by the factory's reflectors
+    /// (default: available cores; 0 decodes on the reflector's task).
+    pub fn decode_threads(mut self, n: usize) -> Self {
+        self.decode_threads = n;
+        self
+    }
+
     /// Register the namespace, label and owner-UID indexes on every informer
     /// (default on; the namespaced lister and label lists use them).
     pub fn builtin_indexes(mut self, on: bool) -> Self {
@@ -118,6 +126,8 @@ impl FactoryBuilder {
                 reflector: self.reflector,
                 on_watch_error: self.on_watch_error,
                 threads: self.threads,
+                decode_threads: self.decode_threads,
+                decode_pool: Mutex::new(None),
                 builtin_indexes: self.builtin_indexes,
                 runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
@@ -142,6 +152,8 @@ struct Inner {
     reflector: ReflectorConfig,
     on_watch_error: Option<WatchErrorHandler>,
     threads: usize,
+    decode_threads: usize,
+    decode_pool: Mutex<Option<Arc<DecodePool>>>,
     builtin_indexes: bool,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
@@ -239,6 +251,7 @@ impl SharedInformerFactory {
             reflector: ReflectorConfig::default(),
             on_watch_error: None,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             builtin_indexes: true,
             runtime: None,
         }
@@ -379,10 +392,14 @@ impl SharedInformerFactory {
             });
         }
         let informer = builder.build();
-        let reflector = Reflector::new(inner.client.clone(), target, Arc::clone(informer.queue()))
-            .name(name.clone())
-            .config(inner.reflector.clone())
-            .on_watch_error_shared(inner.on_watch_error.clone());
+        let mut reflector =
+            Reflector::new(inner.client.clone(), target, Arc::clone(informer.queue()))
+                .name(name.clone())
+                .config(inner.reflector.clone())
+                .on_watch_error_shared(inner.on_watch_error.clone());
+        if let Some(pool) = self.decode_pool() {
+            reflector = reflector.decode_pool(pool);
+        }
         let managed: Arc<dyn Managed> = Arc::new(ManagedInformer::new(
             name.clone(),
             informer.clone(),
@@ -398,6 +415,23 @@ impl SharedInformerFactory {
             tracing::error!(informer = %name, error = %e, "could not start a late informer");
         }
         informer
+    }
+
+    /// The shared decode pool, started on first use (`None`: decode inline).
+    fn decode_pool(&self) -> Option<Arc<DecodePool>> {
+        if self.inner.decode_threads == 0 {
+            return None;
+        }
+        let mut pool = self.inner.decode_pool.lock();
+        if pool.is_none() {
+            match DecodePool::new(self.inner.decode_threads, "kinformer-decode") {
+                Ok(p) => *pool = Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not start decode threads; decoding inline");
+                }
+            }
+        }
+        pool.clone()
     }
 
     fn runtime(&self) -> Result<Handle, FactoryError> {
@@ -524,6 +558,9 @@ impl SharedInformerFactory {
         for m in informers {
             m.shutdown();
         }
+        // The reflectors have stopped: this is the pool's last handle, and
+        // dropping it joins the decode threads.
+        self.inner.decode_pool.lock().take();
         if let Some(rt) = self.inner.owned_runtime.lock().take() {
             // Dropping a runtime inside another one panics: do it on a thread.
             let _ = std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(5))).join();

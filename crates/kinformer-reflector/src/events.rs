@@ -1,0 +1,231 @@
+//! The ordered decode pipeline between the network and the queue.
+//!
+//! [`Decoder`] turns raw JSON (watch lines, LIST items) into objects ready
+//! for the [`DeltaFifo`]: decoded, transformed and keyed, on a
+//! [`DecodePool`] thread when the reflector has one, inline otherwise.
+//! [`EventStream`] reads a watch body ahead, hands batches of lines to the
+//! pool, and returns the decoded events strictly in arrival order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use kinformer_core::{DeltaFifo, Prepared};
+use kube_core::Resource;
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+
+use crate::decode::DecodePool;
+use crate::error::ReflectorError;
+use crate::event::{WatchEvent, decode_event, decode_object, resource_version};
+use crate::lines::Lines;
+
+/// Lines per batch handed to a decode thread.
+const BATCH_LINES: usize = 128;
+/// Bytes per batch handed to a decode thread.
+const BATCH_BYTES: usize = 512 * 1024;
+
+/// A decoded watch event, its object ready for the queue.
+#[derive(Debug)]
+pub struct DecodedEvent<K> {
+    /// The event (objects transformed and keyed).
+    pub event: WatchEvent<Prepared<K>>,
+    /// The object's resourceVersion as sent (before any transform).
+    pub resource_version: Option<String>,
+}
+
+/// One watch line's outcome.
+pub type Decoded<K> = Result<DecodedEvent<K>, ReflectorError>;
+
+/// Decodes raw objects for one queue, on a pool or inline.
+pub struct Decoder<K> {
+    fifo: Arc<DeltaFifo<K>>,
+    pool: Option<Arc<DecodePool>>,
+}
+
+impl<K> Clone for Decoder<K> {
+    fn clone(&self) -> Self {
+        Self {
+            fifo: Arc::clone(&self.fifo),
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+/// Results of a batch, in order: ready now, or coming from a pool thread.
+pub enum Pending<T> {
+    /// Decoded inline.
+    Ready(Vec<T>),
+    /// Being decoded on the pool.
+    InFlight(oneshot::Receiver<Vec<T>>),
+}
+
+impl<T> Pending<T> {
+    /// The batch's results (waits for the pool thread).
+    pub async fn wait(self) -> Result<Vec<T>, ReflectorError> {
+        match self {
+            Pending::Ready(v) => Ok(v),
+            Pending::InFlight(rx) => rx.await.map_err(|_| ReflectorError::DecodeWorkerLost),
+        }
+    }
+}
+
+impl<K> Decoder<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// A decoder feeding `fifo`, using `pool` when given.
+    pub fn new(fifo: Arc<DeltaFifo<K>>, pool: Option<Arc<DecodePool>>) -> Self {
+        Self { fifo, pool }
+    }
+
+    /// How many batches to keep in flight.
+    fn depth(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| 2 * p.size())
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&DeltaFifo<K>) -> Vec<T> + Send + 'static,
+    ) -> Pending<T> {
+        match &self.pool {
+            None => Pending::Ready(f(&self.fifo)),
+            Some(pool) => {
+                let fifo = Arc::clone(&self.fifo);
+                Pending::InFlight(pool.submit(move || f(&fifo)))
+            }
+        }
+    }
+
+    /// Decodes watch lines.
+    pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
+        self.run(move |fifo| lines.iter().map(|l| decode_line(fifo, l)).collect())
+    }
+
+    /// Decodes LIST items (each one object's JSON).
+    pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
+        self.run(move |fifo| {
+            items
+                .iter()
+                .map(|b| decode_object::<K>(b).and_then(|o| Ok(fifo.prepare(o)?)))
+                .collect()
+        })
+    }
+}
+
+fn decode_line<K: Resource + DeserializeOwned>(fifo: &DeltaFifo<K>, line: &[u8]) -> Decoded<K> {
+    let event = decode_event::<K>(line)?;
+    let rv = match &event {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+            resource_version(o).map(str::to_string)
+        }
+        WatchEvent::Bookmark {
+            resource_version, ..
+        } => Some(resource_version.clone()),
+        WatchEvent::Error(_) => None,
+    };
+    let event = match event {
+        WatchEvent::Added(o) => WatchEvent::Added(fifo.prepare(o)?),
+        WatchEvent::Modified(o) => WatchEvent::Modified(fifo.prepare(o)?),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(fifo.prepare(o)?),
+        WatchEvent::Bookmark {
+            resource_version,
+            initial_events_end,
+        } => WatchEvent::Bookmark {
+            resource_version,
+            initial_events_end,
+        },
+        WatchEvent::Error(e) => WatchEvent::Error(e),
+    };
+    Ok(DecodedEvent {
+        event,
+        resource_version: rv,
+    })
+}
+
+/// The decoded events of one watch body, in order, read ahead and decoded
+/// in parallel batches.
+pub struct EventStream<K> {
+    lines: Lines,
+    decoder: Decoder<K>,
+    in_flight: VecDeque<Pending<Decoded<K>>>,
+    ready: VecDeque<Decoded<K>>,
+    /// How the body ended, once it has (returned after the events before it).
+    end: Option<Result<(), ReflectorError>>,
+}
+
+impl<K> EventStream<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Events of `lines`, decoded by `decoder`.
+    pub fn new(lines: Lines, decoder: Decoder<K>) -> Self {
+        Self {
+            lines,
+            decoder,
+            in_flight: VecDeque::new(),
+            ready: VecDeque::new(),
+            end: None,
+        }
+    }
+
+    /// The next event: `Ok(None)` at a clean end of the body, `Err` when
+    /// the body failed (after every event that arrived before the failure).
+    pub async fn next(&mut self) -> Result<Option<Decoded<K>>, ReflectorError> {
+        loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return Ok(Some(ev));
+            }
+            self.read_ahead().await;
+            if let Some(batch) = self.in_flight.pop_front() {
+                self.ready.extend(batch.wait().await?);
+                continue;
+            }
+            return match self.end.take() {
+                Some(Err(e)) => Err(e),
+                Some(Ok(())) | None => Ok(None),
+            };
+        }
+    }
+
+    /// Submits batches of the lines at hand; waits for the network only
+    /// when nothing is being decoded.
+    async fn read_ahead(&mut self) {
+        while self.end.is_none() && self.in_flight.len() < self.decoder.depth() {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            if self.in_flight.is_empty() {
+                let r = self.lines.next_line().await;
+                self.take(r, &mut batch, &mut bytes);
+            }
+            while self.end.is_none() && batch.len() < BATCH_LINES && bytes < BATCH_BYTES {
+                let Some(r) = self.lines.next_line().now_or_never() else {
+                    break;
+                };
+                self.take(r, &mut batch, &mut bytes);
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let pending = self.decoder.lines(batch);
+            self.in_flight.push_back(pending);
+        }
+    }
+
+    fn take(
+        &mut self,
+        r: Result<Option<Bytes>, ReflectorError>,
+        batch: &mut Vec<Bytes>,
+        bytes: &mut usize,
+    ) {
+        match r {
+            Ok(Some(line)) => {
+                *bytes += line.len();
+                batch.push(line);
+            }
+            Ok(None) => self.end = Some(Ok(())),
+            Err(e) => self.end = Some(Err(e)),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The LIST path of the [`Reflector`]: paged LISTs streamed into a
+//! [`kinformer_core::ReplaceSession`], each page decoded on the decode pool
+//! while the next one is fetched, with client-go's choice of
+//! resourceVersion and its fallbacks.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use kinformer_core::Prepared;
+use kube_core::Resource;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ReflectorError;
+use crate::events::Pending;
+use crate::metrics::bump;
+use crate::reflector::{Reflector, State, Stop, or_stop};
+use crate::transport::{read_body, send};
+
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// One LIST page: its items as raw JSON (slices of the response body).
+struct Page {
+    items: Vec<Bytes>,
+    resource_version: String,
+    continue_: Option<String>,
+}
+
+type Items<K> = Pending<Result<Prepared<K>, ReflectorError>>;
+
+impl<K> Reflector<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// A full LIST into the queue, with client-go's choice of
+    /// resourceVersion and its retry at `""` after Expired / TooLarge.
+    pub(crate) async fn list(
+        &self,
+        st: &mut State,
+        token: &CancellationToken,
+    ) -> Result<Result<(), ReflectorError>, Stop> {
+        let mut rv = st.relist_rv();
+        let (list_rv, n) = loop {
+            match self.list_at(&rv, token).await? {
+                Ok(r) => break r,
+                Err(e)
+                    if (e.is_expired() || e.is_too_large_resource_version()) && !rv.is_empty() =>
+                {
+                    self.report(&e);
+                    st.rv_unavailable = true;
+                    rv = st.relist_rv();
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+        st.rv_unavailable = false;
+        self.set_rv(st, &list_rv);
+        bump(&self.counters().lists);
+        self.count_sync(st);
+        tracing::debug!(reflector = %self.name, objects = n, rv = %list_rv, "listed");
+        Ok(Ok(()))
+    }
+
+    /// A paged LIST at `rv` streamed into one replace session; an expired
+    /// `continue` token restarts as one unpaged LIST at `""`. Returns the
+    /// list's resourceVersion and the number of objects listed.
+    async fn list_at(
+        &self,
+        rv: &str,
+        token: &CancellationToken,
+    ) -> Result<Result<(String, usize), ReflectorError>, Stop> {
+        let mut session = self.fifo.begin_replace().map_err(|_| Stop)?;
+        let mut pending: VecDeque<Items<K>> = VecDeque::new();
+        let mut cont: Option<String> = None;
+        let mut limit = self.config.page_size;
+        let mut rv = rv.to_string();
+        loop {
+            let page = match self.list_page(&rv, limit, cont.as_deref(), token).await? {
+                Ok(p) => p,
+                Err(e) if cont.is_some() && e.is_expired() => {
+                    self.report(&e);
+                    tracing::info!(reflector = %self.name, "continue token expired; listing in full");
+                    pending.clear();
+                    // The pages queued so far stay (real states); the new
+                    // session decides the tombstones.
+                    session = self.fifo.begin_replace().map_err(|_| Stop)?;
+                    cont = None;
+                    limit = 0;
+                    rv.clear();
+                    continue;
+                }
+                Err(e) => return Ok(Err(e)),
+            };
+            // Earlier pages were decoded while this one was fetched: queue
+            // them, then hand this page to the decoders.
+            while let Some(batch) = pending.pop_front() {
+                self.queue_items(&mut session, batch, token).await?;
+            }
+            let per_batch = page.items.len().div_ceil(self.decode_threads()).max(16);
+            let decoder = self.decoder();
+            for chunk in page.items.chunks(per_batch) {
+                pending.push_back(decoder.items(chunk.to_vec()));
+            }
+            match page.continue_ {
+                Some(c) if limit > 0 => cont = Some(c),
+                _ => {
+                    while let Some(batch) = pending.pop_front() {
+                        self.queue_items(&mut session, batch, token).await?;
+                    }
+                    let n = session.len();
+                    self.apply(session.finish(&page.resource_version))?;
+                    return Ok(Ok((page.resource_version, n)));
+                }
+            }
+        }
+    }
+
+    async fn queue_items(
+        &self,
+        session: &mut kinformer_core::ReplaceSession<'_, K>,
+        batch: Items<K>,
+        token: &CancellationToken,
+    ) -> Result<(), Stop> {
+        let results = match batch.wait().await {
+            Ok(r) => r,
+            Err(e) => {
+                // The objects of this batch are missing from the list; its
+                // tombstones would be wrong, so the list must not finish.
+                self.report(&e);
+                return Err(Stop);
+            }
+        };
+        let mut ok = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                Ok(p) => ok.push(p),
+                Err(e) => self.skip(&e),
+            }
+        }
+        self.wait_for_room(token).await?;
+        self.apply(session.push(ok))
+    }
+
+    async fn list_page(
+        &self,
+        rv: &str,
+        limit: u32,
+        cont: Option<&str>,
+        token: &CancellationToken,
+    ) -> Result<Result<Page, ReflectorError>, Stop> {
+        let req = match self.target.list_request(rv, limit, cont) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        bump(&self.counters().list_requests);
+        tracing::debug!(reflector = %self.name, rv, limit, continued = cont.is_some(), "list");
+        let resp = match or_stop(token, send(&self.client, req)).await? {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let body = match or_stop(token, read_body(resp)).await? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(split_page(&body))
+    }
+}
+
+/// Parses a LIST response into raw items (slices of `body`, no copy).
+fn split_page(body: &Bytes) -> Result<Page, ReflectorError> {
+    let list: RawList<'_> =
+        serde_json::from_slice(body).map_err(|e| ReflectorError::MalformedList(e.to_string()))?;
+    let base = body.as_ptr() as usize;
+    let items = list
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|raw| {
+            let s = raw.get();
+            let start = s.as_ptr() as usize - base;
+            body.slice(start..start + s.len())
+        })
+        .collect();
+    let Some(resource_version) = list.metadata.resource_version.filter(|r| !r.is_empty()) else {
+        return Err(ReflectorError::MalformedList(
+            "list without metadata.resourceVersion".into(),
+        ));
+    };
+    Ok(Page {
+        items,
+        resource_version,
+        continue_: list.metadata.continue_.filter(|c| !c.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_page_slices_items_out_of_the_body() {
+        let body = Bytes::from_static(
+            br#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{"metadata":{"name":"a"}}, {"metadata":{"name":"b"}}]}"#,
+        );
+        let page = split_page(&body).unwrap();
+        assert_eq!(page.resource_version, "7");
+        assert_eq!(page.continue_.as_deref(), Some("c"));
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(&page.items[1][..], br#"{"metadata":{"name":"b"}}"#);
+    }
+
+    #[test]
+    fn split_page_refuses_bad_lists() {
+        assert!(matches!(
+            split_page(&Bytes::from_static(b"[1,2]")),
+            Err(ReflectorError::MalformedList(_))
+        ));
+        assert!(matches!(
+            split_page(&Bytes::from_static(br#"{"items":[]}"#)),
+            Err(ReflectorError::MalformedList(_))
+        ));
+    }
+}

@@ -151,6 +151,9 @@ pub struct EventStream<K> {
     decoder: Decoder<K>,
     in_flight: VecDeque<Pending<Decoded<K>>>,
     ready: VecDeque<Decoded<K>>,
+    /// Lines read but not yet handed to the decoders.
+    forming: Vec<Bytes>,
+    forming_bytes: usize,
     /// How the body ended, once it has (returned after the events before it).
     end: Option<Result<(), ReflectorError>>,
 }
@@ -166,6 +169,8 @@ where
             decoder,
             in_flight: VecDeque::new(),
             ready: VecDeque::new(),
+            forming: Vec::new(),
+            forming_bytes: 0,
             end: None,
         }
     }
@@ -189,40 +194,54 @@ where
         }
     }
 
-    /// Submits batches of the lines at hand; waits for the network only
-    /// when nothing is being decoded.
+    /// Forms batches of lines and hands them to the decoders. Waits for
+    /// the network only when nothing else is pending; when lines stop
+    /// arriving while batches are being decoded, the partial batch keeps
+    /// growing until the next call, so batches stay large under load and a
+    /// lone event is still decoded at once.
     async fn read_ahead(&mut self) {
-        while self.end.is_none() && self.in_flight.len() < self.decoder.depth() {
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            if self.in_flight.is_empty() {
-                let r = self.lines.next_line().await;
-                self.take(r, &mut batch, &mut bytes);
-            }
-            while self.end.is_none() && batch.len() < BATCH_LINES && bytes < BATCH_BYTES {
-                let Some(r) = self.lines.next_line().now_or_never() else {
-                    break;
-                };
-                self.take(r, &mut batch, &mut bytes);
-            }
-            if batch.is_empty() {
+        while self.in_flight.len() < self.decoder.depth() {
+            if self.end.is_some() {
+                self.submit();
                 break;
             }
-            let pending = self.decoder.lines(batch);
-            self.in_flight.push_back(pending);
+            let next = if self.in_flight.is_empty() && self.forming.is_empty() {
+                Some(self.lines.next_line().await)
+            } else {
+                self.lines.next_line().now_or_never()
+            };
+            match next {
+                Some(r) => {
+                    self.take(r);
+                    if self.forming.len() >= BATCH_LINES || self.forming_bytes >= BATCH_BYTES {
+                        self.submit();
+                    }
+                }
+                None => {
+                    if self.in_flight.is_empty() {
+                        self.submit();
+                    }
+                    break;
+                }
+            }
         }
     }
 
-    fn take(
-        &mut self,
-        r: Result<Option<Bytes>, ReflectorError>,
-        batch: &mut Vec<Bytes>,
-        bytes: &mut usize,
-    ) {
+    fn submit(&mut self) {
+        if self.forming.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.forming);
+        self.forming_bytes = 0;
+        let pending = self.decoder.lines(batch);
+        self.in_flight.push_back(pending);
+    }
+
+    fn take(&mut self, r: Result<Option<Bytes>, ReflectorError>) {
         match r {
             Ok(Some(line)) => {
-                *bytes += line.len();
-                batch.push(line);
+                self.forming_bytes += line.len();
+                self.forming.push(line);
             }
             Ok(None) => self.end = Some(Ok(())),
             Err(e) => self.end = Some(Err(e)),

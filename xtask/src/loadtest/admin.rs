@@ -59,6 +59,14 @@ impl SimAdmin {
         Ok(n("updates") + n("creates") + n("deletes"))
     }
 
+    /// Ends every open watch with a 410 Expired ERROR event (clients relist).
+    pub async fn expire_watches(&self) -> anyhow::Result<()> {
+        let body = json!({"action": "expire_watches", "fraction": 1.0});
+        self.call("POST", "/__sim/faults/actions", Some(body))
+            .await?;
+        Ok(())
+    }
+
     /// The server's counters.
     pub async fn stats(&self) -> anyhow::Result<ServerStats> {
         let v = self.call("GET", "/__sim/stats", None).await?;

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use super::admin::SimAdmin;
 use super::cluster::{self, ClusterDriver};
 use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
-use super::process::{cpu_seconds, peak_rss_bytes, rss_bytes};
+use super::process::{cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
 use super::sim_process::SimProcess;
 use super::{Impl, LoadtestArgs, Report, TransformArg};
 
@@ -100,6 +100,15 @@ impl Server {
         match self {
             Self::Sim(_, admin) => admin.truth().await,
             Self::Cluster(d) => d.truth().await,
+        }
+    }
+
+    /// Makes every watch of the source end with 410 so that clients relist;
+    /// false when the source cannot (a real cluster).
+    async fn force_relist(&self) -> anyhow::Result<bool> {
+        match self {
+            Self::Sim(_, admin) => admin.expire_watches().await.map(|()| true),
+            Self::Cluster(_) => Ok(false),
         }
     }
 
@@ -371,6 +380,13 @@ where
         tracing::warn!("the cache did not reach the source's resourceVersion within 120 s");
     }
 
+    let peak_before_relist = peak_rss_bytes();
+    let relist = if args.relist {
+        measure_relist(rt, server, &caches)?
+    } else {
+        None
+    };
+
     let truth = rt.block_on(server.truth())?;
     let mut mismatches = usize::MAX;
     for attempt in 0..10 {
@@ -408,8 +424,11 @@ where
         lag_p50_us: p50,
         lag_p99_us: p99,
         reads_per_second: reads as f64 / churn_seconds,
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes: peak_rss_bytes().max(peak_before_relist),
         steady_rss_bytes: steady_rss,
+        relist_rss_before_bytes: relist.map(|r| r.0),
+        relist_peak_rss_bytes: relist.map(|r| r.1),
+        relist_peak_ratio: relist.map(|r| r.1 as f64 / r.0.max(1) as f64),
         bytes_per_object: steady_rss.saturating_sub(rss_before)
             / (args.objects.max(1) * caches.len()) as u64,
         cpu_seconds: cpu_seconds() - cpu_before,
@@ -448,6 +467,9 @@ where
     if let Some(t) = args.threads {
         b = b.threads_per_informer(t);
     }
+    if let Some(t) = args.decode_threads {
+        b = b.decode_threads(t);
+    }
     if args.no_watch_list {
         b = b.reflector_config(kinformer::ReflectorConfig::default().watch_list(false));
     }
@@ -465,6 +487,37 @@ where
         informer,
         registrations,
     }))
+}
+
+/// Forces one relist (every watch answered 410) once the caches are idle
+/// and returns (RSS before, peak RSS during the relist), or `None` when the
+/// source cannot force one or the kernel does not let the peak be reset.
+fn measure_relist<K: 'static>(
+    rt: &tokio::runtime::Runtime,
+    server: &Server,
+    caches: &[Arc<dyn Cache<K>>],
+) -> anyhow::Result<Option<(u64, u64)>> {
+    let before = rss_bytes();
+    if !reset_peak_rss() {
+        tracing::warn!(
+            "cannot reset the peak RSS (/proc/self/clear_refs); relist peak not measured"
+        );
+        return Ok(None);
+    }
+    let relists: Vec<u64> = caches.iter().map(|c| c.relists()).collect();
+    if !rt.block_on(server.force_relist())? {
+        return Ok(None);
+    }
+    let done = wait_for(Duration::from_secs(300), || {
+        caches
+            .iter()
+            .zip(&relists)
+            .all(|(c, r)| c.relists() > *r && c.drained())
+    });
+    if !done {
+        bail!("the relist did not finish within 300 s");
+    }
+    Ok(Some((before, peak_rss_bytes())))
 }
 
 /// One kube-rs reflector Store fed by kube's watcher; its "handler" is the

@@ -90,6 +90,14 @@ pub struct LoadtestArgs {
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// After the churn, force one relist (every watch answered 410) and
+    /// report its peak RSS against the RSS before it (sim source).
+    #[arg(long)]
+    pub relist: bool,
+    /// Decode threads shared by the reflectors (default: available cores;
+    /// 0 decodes on the reflector's task).
+    #[arg(long)]
+    pub decode_threads: Option<usize>,
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,

@@ -10,6 +10,12 @@ pub fn peak_rss_bytes() -> u64 {
     status_kib("VmHWM:") * 1024
 }
 
+/// Resets the peak resident set size (VmHWM) to the current RSS, so that a
+/// later [`peak_rss_bytes`] measures one phase. False if the kernel refused.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

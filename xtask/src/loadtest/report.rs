@@ -33,6 +33,12 @@ pub struct Report {
     pub peak_rss_bytes: u64,
     /// Resident memory after the initial sync.
     pub steady_rss_bytes: u64,
+    /// With `--relist`: RSS just before the forced relist.
+    pub relist_rss_before_bytes: Option<u64>,
+    /// With `--relist`: peak RSS during the forced relist.
+    pub relist_peak_rss_bytes: Option<u64>,
+    /// With `--relist`: relist peak RSS / RSS before it.
+    pub relist_peak_ratio: Option<f64>,
     /// (steady RSS − RSS before the fill) / objects.
     pub bytes_per_object: u64,
     /// CPU seconds (user + system) of this process.
@@ -83,6 +89,13 @@ impl Report {
                 format!("{:.1} MiB", mib(self.steady_rss_bytes)),
             ),
             ("bytes/object", self.bytes_per_object.to_string()),
+            (
+                "relist peak / before",
+                match (self.relist_peak_rss_bytes, self.relist_peak_ratio) {
+                    (Some(p), Some(r)) => format!("{:.1} MiB ({r:.2}x)", mib(p)),
+                    _ => "-".into(),
+                },
+            ),
             ("CPU", format!("{:.1} s", self.cpu_seconds)),
             (
                 "relists / watch restarts",

@@ -7,7 +7,14 @@
 //! - `KINFORMER_E2E_KUBECONFIG`: the kubeconfig of the test user (token, `system:masters`);
 //! - `KINFORMER_E2E_ETCD_URL`: etcd's client URL (plain HTTP on 127.0.0.1), e.g. for compaction;
 //! - `KINFORMER_E2E_WATCH_LIST`: whether the WatchList feature gate is on (`true`/`false`);
-//! - `KINFORMER_E2E_APISERVER_LOG`: the kube-apiserver log, named in failure messages.
+//! - `KINFORMER_E2E_APISERVER_LOG`: the kube-apiserver log, named in failure messages;
+//! - `KINFORMER_E2E_STATE_DIR`: the state directory of `cargo xtask apiserver`, for the tests that
+//!   restart kube-apiserver ([`apiserver`]).
+//!
+//! Besides requests through the apiserver, tests can change etcd directly ([`etcd_put`],
+//! [`etcd_delete`], [`compact_etcd`]), e.g. while kube-apiserver is stopped.
+
+pub mod apiserver;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -261,23 +268,75 @@ pub async fn watch(
     }
 }
 
+/// A client for etcd's JSON gateway at [`ETCD_URL_ENV`] (plain HTTP).
+fn etcd_client() -> anyhow::Result<Client> {
+    let url = std::env::var(ETCD_URL_ENV)
+        .with_context(|| format!("{ETCD_URL_ENV} is not set: run with `cargo xtask e2e`"))?;
+    Ok(Client::try_from(kube::Config::new(url.parse()?))?)
+}
+
+/// Standard base64, as etcd's JSON gateway wants keys and values (k8s-openapi's `ByteString`
+/// serializes that way).
+fn base64(bytes: &[u8]) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(k8s_openapi::ByteString(
+        bytes.to_vec(),
+    ))?)
+}
+
+/// A POST to etcd's JSON gateway; the answer's JSON, or an error naming the status.
+async fn etcd_call(path: &str, body: &Value) -> anyhow::Result<Value> {
+    let r = raw(&etcd_client()?, "POST", path, Some(body), None).await?;
+    if r.status != 200 {
+        bail!("etcd {path} failed: {} {}", r.status, r.text());
+    }
+    r.json()
+}
+
+/// etcd's revision in an answer's header (int64 fields are JSON strings in the gateway).
+fn header_revision(v: &Value) -> anyhow::Result<u64> {
+    v["header"]["revision"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no revision in etcd's answer: {v}"))
+}
+
+/// The etcd key of a namespaced object of the core API group, under kube-apiserver's default
+/// `--etcd-prefix`: `/registry/<resource>/<namespace>/<name>` (e.g. resource `configmaps`).
+pub fn registry_key(resource: &str, namespace: &str, name: &str) -> String {
+    format!("/registry/{resource}/{namespace}/{name}")
+}
+
+/// Writes `value` at `key` straight into etcd, bypassing kube-apiserver (which reads JSON as well
+/// as its own protobuf encoding from storage). Returns etcd's revision after the write: the new
+/// object's resourceVersion.
+pub async fn etcd_put(key: &str, value: &[u8]) -> anyhow::Result<u64> {
+    let body = json!({"key": base64(key.as_bytes())?, "value": base64(value)?});
+    header_revision(&etcd_call("/v3/kv/put", &body).await?)
+}
+
+/// Deletes `key` straight from etcd, bypassing kube-apiserver. Returns how many keys were deleted
+/// (0 or 1).
+pub async fn etcd_delete(key: &str) -> anyhow::Result<u64> {
+    let body = json!({"key": base64(key.as_bytes())?});
+    let v = etcd_call("/v3/kv/deleterange", &body).await?;
+    // Zero-valued fields are left out of the answer.
+    match &v["deleted"] {
+        Value::Null => Ok(0),
+        d => d
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("unexpected deleterange answer: {v}")),
+    }
+}
+
 /// Compact etcd up to its current revision (through its JSON gateway at [`ETCD_URL_ENV`]), so
 /// older resourceVersions are gone from storage. Returns the compacted revision.
 pub async fn compact_etcd() -> anyhow::Result<u64> {
-    let url = std::env::var(ETCD_URL_ENV)
-        .with_context(|| format!("{ETCD_URL_ENV} is not set: run with `cargo xtask e2e`"))?;
-    let client = Client::try_from(kube::Config::new(url.parse()?))?;
-    let range = json!({"key": "AA==", "limit": 1});
-    let r = raw(&client, "POST", "/v3/kv/range", Some(&range), None).await?;
-    let head = r.json()?;
-    let rev: u64 = head["header"]["revision"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no revision in etcd's answer: {head}"))?;
+    let head = etcd_call("/v3/kv/range", &json!({"key": "AA==", "limit": 1})).await?;
+    let rev = header_revision(&head)?;
     let c = json!({"revision": rev.to_string(), "physical": true});
-    let r = raw(&client, "POST", "/v3/kv/compaction", Some(&c), None).await?;
-    if r.status != 200 {
-        bail!("etcd compaction failed: {} {}", r.status, r.text());
-    }
+    etcd_call("/v3/kv/compaction", &c)
+        .await
+        .context("etcd compaction")?;
     Ok(rev)
 }

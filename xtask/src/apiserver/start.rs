@@ -95,6 +95,7 @@ fn spawn(binary: &Path, args: &[String], log: &Path) -> anyhow::Result<Proc> {
         pid: child.id(),
         binary: binary.to_path_buf(),
         log: log.to_path_buf(),
+        args: args.to_vec(),
     })
 }
 

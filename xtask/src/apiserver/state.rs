@@ -28,6 +28,10 @@ pub struct Proc {
     pub binary: PathBuf,
     /// Its log file (stdout and stderr).
     pub log: PathBuf,
+    /// The arguments it was started with, so that it can be started again the same way (the
+    /// e2e suite's apiserver-restart tests do; they then record the new PID here).
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// What `start` set up.

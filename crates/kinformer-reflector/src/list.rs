@@ -57,8 +57,22 @@ where
     ) -> Result<Result<(), ReflectorError>, Stop> {
         let mut rv = st.relist_rv();
         let (list_rv, n) = loop {
-            match self.list_at(&rv, token).await? {
-                Ok(r) => break r,
+            // client-go's rule: a LIST at an exact resourceVersion with a
+            // limit is served from etcd at that revision (possibly stale
+            // after a restart); without one, from the watch cache. So page
+            // only at "0"/"" or when the server showed it pages anyway.
+            let limit = if st.paginated_result || rv.is_empty() || rv == "0" {
+                self.config.page_size
+            } else {
+                0
+            };
+            match self.list_at(&rv, limit, token).await? {
+                Ok((list_rv, n, paginated)) => {
+                    if paginated && rv == "0" {
+                        st.paginated_result = true;
+                    }
+                    break (list_rv, n);
+                }
                 Err(e)
                     if (e.is_expired() || e.is_too_large_resource_version()) && !rv.is_empty() =>
                 {
@@ -77,18 +91,21 @@ where
         Ok(Ok(()))
     }
 
-    /// A paged LIST at `rv` streamed into one replace session; an expired
-    /// `continue` token restarts as one unpaged LIST at `""`. Returns the
-    /// list's resourceVersion and the number of objects listed.
+    /// A LIST at `rv` (paged by `limit`, 0 = unpaged) streamed into one
+    /// replace session; an expired `continue` token restarts as one unpaged
+    /// LIST at `""`. Returns the list's resourceVersion, the number of
+    /// objects listed and whether the server paginated the answer.
     async fn list_at(
         &self,
         rv: &str,
+        limit: u32,
         token: &CancellationToken,
-    ) -> Result<Result<(String, usize), ReflectorError>, Stop> {
+    ) -> Result<Result<(String, usize, bool), ReflectorError>, Stop> {
         let mut session = self.fifo.begin_replace().map_err(|_| Stop)?;
         let mut pending: VecDeque<Items<K>> = VecDeque::new();
         let mut cont: Option<String> = None;
-        let mut limit = self.config.page_size;
+        let mut limit = limit;
+        let mut paginated = false;
         let mut rv = rv.to_string();
         loop {
             let page = match self.list_page(&rv, limit, cont.as_deref(), token).await? {
@@ -118,14 +135,17 @@ where
                 pending.push_back(decoder.items(chunk.to_vec()));
             }
             match page.continue_ {
-                Some(c) if limit > 0 => cont = Some(c),
+                Some(c) if limit > 0 => {
+                    paginated = true;
+                    cont = Some(c);
+                }
                 _ => {
                     while let Some(batch) = pending.pop_front() {
                         self.queue_items(&mut session, batch, token).await?;
                     }
                     let n = session.len();
                     self.apply(session.finish(&page.resource_version))?;
-                    return Ok(Ok((page.resource_version, n)));
+                    return Ok(Ok((page.resource_version, n, paginated)));
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! | situation | reaction |
 //! | --- | --- |
 //! | first sync | paged LIST at resourceVersion `"0"` (or a WatchList stream) |
-//! | relist | LIST at the last resourceVersion seen |
+//! | relist | LIST at the last resourceVersion seen, unpaged (served from the watch cache) unless the first LIST came back paged |
 //! | LIST answers Expired/Gone or "too large resource version" | LIST again at `""` (quorum read) |
 //! | a `continue` token expires | one unpaged LIST at `""` |
 //! | watch ends cleanly / idle timeout / truncated line | re-watch from the last resourceVersion, no relist |
@@ -87,6 +87,9 @@ enum WatchEnd {
 pub(crate) struct State {
     pub(crate) last_rv: String,
     pub(crate) rv_unavailable: bool,
+    /// The first LIST (at "0") came back in pages: the server pages
+    /// (no watch cache), so relists page too (client-go's `paginatedResult`).
+    pub(crate) paginated_result: bool,
     synced_once: bool,
     watched_once: bool,
     watch_list_unsupported: bool,
@@ -193,6 +196,7 @@ where
         let mut st = State {
             last_rv: String::new(),
             rv_unavailable: false,
+            paginated_result: false,
             synced_once: false,
             watched_once: false,
             watch_list_unsupported: false,

@@ -38,6 +38,10 @@ async fn rv_sequence_on_first_list_and_relist_is_zero_then_last() {
     assert_eq!(script.list_rvs(), s(&["0", "11"]));
     let first = &script.seen_lists()[0];
     assert_eq!(first.param("limit"), Some("500"));
+    // A relist at an exact resourceVersion is unpaged: with a limit the
+    // apiserver would read etcd at that (possibly stale) revision instead
+    // of serving its watch cache.
+    assert_eq!(script.seen_lists()[1].param("limit"), None);
     let watches = script.seen_watches();
     assert_eq!(watches[0].param("resourceVersion"), Some("10"));
     assert_eq!(watches[0].param("allowWatchBookmarks"), Some("true"));
@@ -91,6 +95,23 @@ async fn too_large_resource_version_relists_from_quorum() {
     })
     .await;
     assert_eq!(script.list_rvs(), s(&["0", "10", ""]));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relist_stays_paged_when_the_first_list_came_back_paged() {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Json(list(20, vec![pod("a", 1)], Some("tok-1"))))
+        .list(Reply::Json(list(20, vec![pod("b", 2)], None)))
+        .watch(Reply::lines(vec![error_event(410, "Expired")]))
+        .list(Reply::Json(list(30, vec![pod("a", 1), pod("b", 2)], None)));
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false).page_size(1));
+    eventually("relist", || script.seen_lists().len() == 3).await;
+    let lists = script.seen_lists();
+    assert_eq!(lists[2].param("resourceVersion"), Some("20"));
+    assert_eq!(lists[2].param("limit"), Some("1"));
     h.stop().await;
 }
 

@@ -35,6 +35,7 @@ pub struct FactoryBuilder {
     on_watch_error: Option<WatchErrorHandler>,
     threads: usize,
     decode_threads: usize,
+    compact_objects: bool,
     builtin_indexes: bool,
     runtime: Option<Handle>,
 }
@@ -101,6 +102,16 @@ impl FactoryBuilder {
         self
     }
 
+    /// Store a deep clone of each decoded object instead of the object
+    /// itself (default on). Decoding grows every list by doubling, so a
+    /// decoded typed Pod carries ~14% unused capacity; a clone allocates
+    /// each at its exact size. Runs on the decode threads, after the
+    /// transforms.
+    pub fn compact_objects(mut self, on: bool) -> Self {
+        self.compact_objects = on;
+        self
+    }
+
     /// Register the namespace, label and owner-UID indexes on every informer
     /// (default on; the namespaced lister and label lists use them).
     pub fn builtin_indexes(mut self, on: bool) -> Self {
@@ -128,6 +139,7 @@ impl FactoryBuilder {
                 threads: self.threads,
                 decode_threads: self.decode_threads,
                 decode_pool: Mutex::new(None),
+                compact_objects: self.compact_objects,
                 builtin_indexes: self.builtin_indexes,
                 runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
@@ -154,6 +166,7 @@ struct Inner {
     threads: usize,
     decode_threads: usize,
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
+    compact_objects: bool,
     builtin_indexes: bool,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
@@ -252,6 +265,7 @@ impl SharedInformerFactory {
             on_watch_error: None,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            compact_objects: true,
             builtin_indexes: true,
             runtime: None,
         }
@@ -262,7 +276,7 @@ impl SharedInformerFactory {
     /// started at once.
     pub fn informer<K>(&self) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Send + Sync + 'static,
         K::Scope: 'static,
     {
         self.informer_with::<K>(self.inner.defaults.clone())
@@ -271,7 +285,7 @@ impl SharedInformerFactory {
     /// The shared informer of `K` for explicit options.
     pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Send + Sync + 'static,
         K::Scope: 'static,
     {
         let ns = options
@@ -305,7 +319,7 @@ impl SharedInformerFactory {
     /// memory of full objects.
     pub fn metadata_informer<K>(&self) -> SharedIndexInformer<PartialObjectMeta<K>>
     where
-        K: Resource<DynamicType = ()> + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
         K::Scope: 'static,
     {
         self.metadata_informer_with::<K>(self.inner.defaults.clone())
@@ -317,7 +331,7 @@ impl SharedInformerFactory {
         options: InformerOptions,
     ) -> SharedIndexInformer<PartialObjectMeta<K>>
     where
-        K: Resource<DynamicType = ()> + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
         K::Scope: 'static,
     {
         let ns = options
@@ -355,7 +369,7 @@ impl SharedInformerFactory {
 
     fn get_or_create<K>(&self, target: ListWatchTarget) -> SharedIndexInformer<K>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
     {
         let key: Key = (TypeId::of::<K>(), target.clone());
         let inner = &self.inner;
@@ -380,15 +394,17 @@ impl SharedInformerFactory {
             .and_then(|t| t.downcast_ref::<Transform<K>>())
             .cloned();
         let meta = inner.meta_transform.clone();
-        if typed.is_some() || meta.is_some() {
+        let compact = inner.compact_objects;
+        if typed.is_some() || meta.is_some() || compact {
             builder = builder.transform(move |mut obj: K| {
                 if let Some(m) = &meta {
                     m(obj.meta_mut());
                 }
-                match &typed {
+                let obj = match &typed {
                     Some(t) => t(obj),
                     None => obj,
-                }
+                };
+                if compact { obj.clone() } else { obj }
             });
         }
         let informer = builder.build();

@@ -457,7 +457,7 @@ where
 {
     let mut b = SharedInformerFactory::builder(client.clone())
         .runtime(rt.handle().clone())
-        .builtin_indexes(true);
+        .builtin_indexes(!args.no_builtin_indexes);
     if let Some(ns) = server.namespace() {
         b = b.namespace(ns);
     }
@@ -470,6 +470,7 @@ where
     if let Some(t) = args.decode_threads {
         b = b.decode_threads(t);
     }
+    b = b.compact_objects(!args.no_compact);
     if args.no_watch_list {
         b = b.reflector_config(kinformer::ReflectorConfig::default().watch_list(false));
     }

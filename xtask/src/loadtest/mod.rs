@@ -90,6 +90,14 @@ pub struct LoadtestArgs {
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Do not register the built-in namespace, label and owner indexes
+    /// (kube-rs's Store has none).
+    #[arg(long)]
+    pub no_builtin_indexes: bool,
+    /// Cache decoded objects as they are, without the compacting clone
+    /// (`compact_objects(false)`).
+    #[arg(long)]
+    pub no_compact: bool,
     /// After the churn, force one relist (every watch answered 410) and
     /// report its peak RSS against the RSS before it (sim source).
     #[arg(long)]

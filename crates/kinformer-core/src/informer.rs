@@ -51,7 +51,11 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
     }
 
     /// Most keys a processor thread applies in one published batch
-    /// (default 256).
+    /// (default 4096). A batch takes only the keys already waiting, so at
+    /// a steady event rate batches stay small (low latency); under a bulk
+    /// load (an initial list of a million objects) large batches amortise
+    /// the Indexer's path copies: 1M metadata-only Pods synced in 36.9 s
+    /// with 4096 against 61.1 s with 256.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
         self
@@ -175,13 +179,13 @@ impl<K: Resource + Send + Sync + 'static> Clone for SharedIndexInformer<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
-    /// A builder with defaults: threads = available cores, batch 256, no
+    /// A builder with defaults: threads = available cores, batch 4096, no
     /// transform, no indexes, no resync.
     pub fn builder() -> InformerBuilder<K> {
         InformerBuilder {
             name: "informer".into(),
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            batch_size: 256,
+            batch_size: 4096,
             transform: None,
             indexers: Vec::new(),
             default_resync: None,

@@ -542,10 +542,13 @@ where
     let task = rt.spawn(async move {
         while let Some(event) = events.next().await {
             match event {
-                Ok(Event::Init) => {
+                Ok(Event::Init) => {}
+                Ok(Event::InitDone) => {
+                    // Counted when a (re)list has completed, as kinformer's
+                    // reflector counts it.
                     f.inits.fetch_add(1, Ordering::Relaxed);
+                    r.store(1, Ordering::SeqCst);
                 }
-                Ok(Event::InitDone) => r.store(1, Ordering::SeqCst),
                 Ok(Event::InitApply(o) | Event::Apply(o) | Event::Delete(o)) => {
                     f.saw(&o);
                     handler.observe(&o);

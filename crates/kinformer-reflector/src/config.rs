@@ -39,6 +39,10 @@ pub struct ReflectorConfig {
     /// cached objects about as fast as it receives them instead of holding
     /// a second copy of the collection in the queue.
     pub max_queued_keys: usize,
+    /// Skip `metadata.managedFields` while decoding (default off): for
+    /// informers that would drop them anyway, this saves most of the
+    /// decoding work and allocation of metadata (see [`crate::prune`]).
+    pub skip_managed_fields: bool,
 }
 
 impl Default for ReflectorConfig {
@@ -52,6 +56,7 @@ impl Default for ReflectorConfig {
             short_watch: Duration::from_secs(1),
             backoff: BackoffConfig::default(),
             max_queued_keys: 16_384,
+            skip_managed_fields: false,
         }
     }
 }
@@ -91,6 +96,12 @@ impl ReflectorConfig {
     /// Sets [`ReflectorConfig::max_queued_keys`].
     pub fn max_queued_keys(mut self, n: usize) -> Self {
         self.max_queued_keys = n.max(1);
+        self
+    }
+
+    /// Sets [`ReflectorConfig::skip_managed_fields`].
+    pub fn skip_managed_fields(mut self, on: bool) -> Self {
+        self.skip_managed_fields = on;
         self
     }
 

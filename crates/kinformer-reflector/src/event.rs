@@ -69,6 +69,15 @@ struct BookmarkMeta {
 pub fn decode_event<K: Resource + DeserializeOwned>(
     line: &[u8],
 ) -> Result<WatchEvent<K>, ReflectorError> {
+    decode_event_with(line, false)
+}
+
+/// [`decode_event`], optionally skipping the object's
+/// `metadata.managedFields` while decoding (see [`crate::prune`]).
+pub fn decode_event_with<K: Resource + DeserializeOwned>(
+    line: &[u8],
+    skip_managed_fields: bool,
+) -> Result<WatchEvent<K>, ReflectorError> {
     let raw: RawEvent<'_> =
         serde_json::from_slice(line).map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
     let object = |ty: &str| {
@@ -76,9 +85,12 @@ pub fn decode_event<K: Resource + DeserializeOwned>(
             .ok_or_else(|| ReflectorError::MissingObject(ty.into()))
     };
     match raw.ty.as_str() {
-        "ADDED" => decode_object(object("ADDED")?.get().as_bytes()).map(WatchEvent::Added),
-        "MODIFIED" => decode_object(object("MODIFIED")?.get().as_bytes()).map(WatchEvent::Modified),
-        "DELETED" => decode_object(object("DELETED")?.get().as_bytes()).map(WatchEvent::Deleted),
+        "ADDED" => decode_object_with(object("ADDED")?.get().as_bytes(), skip_managed_fields)
+            .map(WatchEvent::Added),
+        "MODIFIED" => decode_object_with(object("MODIFIED")?.get().as_bytes(), skip_managed_fields)
+            .map(WatchEvent::Modified),
+        "DELETED" => decode_object_with(object("DELETED")?.get().as_bytes(), skip_managed_fields)
+            .map(WatchEvent::Deleted),
         "BOOKMARK" => {
             let b: BookmarkObject = serde_json::from_str(object("BOOKMARK")?.get())
                 .map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
@@ -107,9 +119,21 @@ pub fn decode_event<K: Resource + DeserializeOwned>(
 
 /// Decodes one object and checks it can be cached (has a name).
 pub fn decode_object<K: Resource + DeserializeOwned>(bytes: &[u8]) -> Result<K, ReflectorError> {
-    let obj: K =
-        serde_json::from_slice(bytes).map_err(|e| ReflectorError::DecodeObject(e.to_string()))?;
-    check_name(obj)
+    decode_object_with(bytes, false)
+}
+
+/// [`decode_object`], optionally skipping `metadata.managedFields` while
+/// decoding (see [`crate::prune`]).
+pub fn decode_object_with<K: Resource + DeserializeOwned>(
+    bytes: &[u8],
+    skip_managed_fields: bool,
+) -> Result<K, ReflectorError> {
+    let obj: serde_json::Result<K> = if skip_managed_fields {
+        crate::prune::from_slice_without_managed_fields(bytes)
+    } else {
+        serde_json::from_slice(bytes)
+    };
+    check_name(obj.map_err(|e| ReflectorError::DecodeObject(e.to_string()))?)
 }
 
 /// Refuses objects without `metadata.name`.

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use crate::decode::DecodePool;
 use crate::error::ReflectorError;
-use crate::event::{WatchEvent, decode_event, decode_object, resource_version};
+use crate::event::{WatchEvent, decode_event_with, decode_object_with, resource_version};
 use crate::lines::Lines;
 
 /// Lines per batch handed to a decode thread.
@@ -42,6 +42,7 @@ pub type Decoded<K> = Result<DecodedEvent<K>, ReflectorError>;
 pub struct Decoder<K> {
     fifo: Arc<DeltaFifo<K>>,
     pool: Option<Arc<DecodePool>>,
+    skip_managed_fields: bool,
 }
 
 impl<K> Clone for Decoder<K> {
@@ -49,6 +50,7 @@ impl<K> Clone for Decoder<K> {
         Self {
             fifo: Arc::clone(&self.fifo),
             pool: self.pool.clone(),
+            skip_managed_fields: self.skip_managed_fields,
         }
     }
 }
@@ -77,7 +79,17 @@ where
 {
     /// A decoder feeding `fifo`, using `pool` when given.
     pub fn new(fifo: Arc<DeltaFifo<K>>, pool: Option<Arc<DecodePool>>) -> Self {
-        Self { fifo, pool }
+        Self {
+            fifo,
+            pool,
+            skip_managed_fields: false,
+        }
+    }
+
+    /// Skip `metadata.managedFields` while decoding (see [`crate::prune`]).
+    pub fn skip_managed_fields(mut self, on: bool) -> Self {
+        self.skip_managed_fields = on;
+        self
     }
 
     /// How many batches to keep in flight.
@@ -100,22 +112,28 @@ where
 
     /// Decodes watch lines.
     pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
-        self.run(move |fifo| lines.iter().map(|l| decode_line(fifo, l)).collect())
+        let skip = self.skip_managed_fields;
+        self.run(move |fifo| lines.iter().map(|l| decode_line(fifo, l, skip)).collect())
     }
 
     /// Decodes LIST items (each one object's JSON).
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
+        let skip = self.skip_managed_fields;
         self.run(move |fifo| {
             items
                 .iter()
-                .map(|b| decode_object::<K>(b).and_then(|o| Ok(fifo.prepare(o)?)))
+                .map(|b| decode_object_with::<K>(b, skip).and_then(|o| Ok(fifo.prepare(o)?)))
                 .collect()
         })
     }
 }
 
-fn decode_line<K: Resource + DeserializeOwned>(fifo: &DeltaFifo<K>, line: &[u8]) -> Decoded<K> {
-    let event = decode_event::<K>(line)?;
+fn decode_line<K: Resource + DeserializeOwned>(
+    fifo: &DeltaFifo<K>,
+    line: &[u8],
+    skip_managed_fields: bool,
+) -> Decoded<K> {
+    let event = decode_event_with::<K>(line, skip_managed_fields)?;
     let rv = match &event {
         WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
             resource_version(o).map(str::to_string)

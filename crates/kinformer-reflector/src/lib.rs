@@ -10,6 +10,7 @@
 //! - `list`: the paged LIST path, streamed into the queue;
 //! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
+//! - [`prune`]: decoding without `metadata.managedFields`;
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
 //! - [`backoff`]: client-go's exponential backoff with jitter and reset;
@@ -32,6 +33,7 @@ pub mod events;
 pub mod lines;
 mod list;
 pub mod metrics;
+pub mod prune;
 pub mod reflector;
 pub mod target;
 pub mod transport;

@@ -144,6 +144,7 @@ where
 
     pub(crate) fn decoder(&self) -> Decoder<K> {
         Decoder::new(Arc::clone(&self.fifo), self.pool.clone())
+            .skip_managed_fields(self.config.skip_managed_fields)
     }
 
     /// Decode threads available (1 when decoding inline).

@@ -156,7 +156,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             (Server::Sim(sim, admin), client)
         }
     };
-    let strip = args.transform == TransformArg::StripManagedFields;
+    let strip = args.transform != TransformArg::None;
     let ns = server.namespace();
     if args.metadata_only {
         let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
@@ -471,9 +471,11 @@ where
         b = b.decode_threads(t);
     }
     b = b.compact_objects(!args.no_compact);
-    if args.no_watch_list {
-        b = b.reflector_config(kinformer::ReflectorConfig::default().watch_list(false));
-    }
+    b = b.reflector_config(
+        kinformer::ReflectorConfig::default()
+            .watch_list(!args.no_watch_list)
+            .skip_managed_fields(args.transform == TransformArg::SkipManagedFields),
+    );
     let factory = b.build();
     let informer = informer(&factory);
     let mut registrations = Vec::new();

@@ -55,6 +55,9 @@ pub enum TransformArg {
     None,
     /// Drop `metadata.managedFields` before caching.
     StripManagedFields,
+    /// Never decode `metadata.managedFields` (kinformer's decode-time
+    /// pruning; kube-rs falls back to stripping after decoding).
+    SkipManagedFields,
 }
 
 /// Options of `cargo xtask loadtest`.

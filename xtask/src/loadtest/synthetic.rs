@@ -263,7 +263,7 @@ fn build(args: &LoadtestArgs, index: usize) -> anyhow::Result<Under> {
     if let Some(t) = args.threads {
         b = b.threads(t);
     }
-    if args.transform == TransformArg::StripManagedFields {
+    if args.transform != TransformArg::None {
         b = b.transform(|mut p: Pod| {
             p.metadata.managed_fields = None;
             p

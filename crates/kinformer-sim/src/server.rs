@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post, put};
+use axum::serve::ListenerExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -125,6 +126,14 @@ impl Sim {
     pub async fn serve(self, addr: SocketAddr) -> std::io::Result<RunningSim> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
+        // Go's net package (so kube-apiserver) sets TCP_NODELAY on every
+        // connection; without it a watch event written alone waits for the
+        // client's delayed ACK (Nagle), tens of milliseconds on loopback.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
         let shared = self.handle.shared.clone();
         let app = router(shared.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

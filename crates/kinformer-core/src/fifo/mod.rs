@@ -281,7 +281,7 @@ impl<K: Resource> DeltaFifo<K> {
     ///
     /// Every listed object gets a `Replaced` delta; every key that is cached
     /// or queued but not listed gets a `Deleted` tombstone
-    /// ([`DeletedFinalStateUnknown`]) carrying its last known state. Objects
+    /// ([`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown)) carrying its last known state. Objects
     /// without a key are skipped (logged, counted); a key listed twice keeps
     /// its last object.
     pub fn replace(

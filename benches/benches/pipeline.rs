@@ -32,58 +32,64 @@ fn pipeline(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Elements(ROUND as u64));
-    for n in [100_000usize, 1_000_000] {
-        for handlers in [1usize, 10] {
-            let informer = SharedIndexInformer::<Pod>::builder()
-                .name("bench")
-                .indexers(two_indexes())
-                .build();
-            let counters: Vec<Arc<AtomicU64>> =
-                (0..handlers).map(|_| Arc::new(AtomicU64::new(0))).collect();
-            for c in &counters {
-                let c = Arc::clone(c);
-                let count = move || {
-                    c.fetch_add(1, Ordering::Relaxed);
-                };
-                let (a, u) = (count.clone(), count);
-                informer
-                    .add_event_handler(
-                        EventHandlerFns::new()
-                            .on_add(move |_: &Arc<Pod>, _| a())
-                            .on_update(move |_: &Arc<Pod>, _: &Arc<Pod>| u()),
-                    )
-                    .expect("register handler");
-            }
-            informer.start().expect("start");
+    // The processor's batch size: the old default (256) against the current
+    // one (4096), compared in the same run.
+    let configs = [256usize, 4096]
+        .into_iter()
+        .flat_map(|batch| [100_000usize, 1_000_000].map(|n| (batch, n)))
+        .flat_map(|(batch, n)| [1usize, 10].map(|h| (batch, n, h)));
+    for (batch, n, handlers) in configs {
+        let informer = SharedIndexInformer::<Pod>::builder()
+            .name("bench")
+            .indexers(two_indexes())
+            .batch_size(batch)
+            .build();
+        let counters: Vec<Arc<AtomicU64>> =
+            (0..handlers).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        for c in &counters {
+            let c = Arc::clone(c);
+            let count = move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            };
+            let (a, u) = (count.clone(), count);
             informer
-                .queue()
-                .replace((0..n).map(|i| pod(i, 1)), "1")
-                .expect("replace");
-            wait(&counters, n as u64);
-            let mut delivered = n as u64;
-            let mut rv = 1u64;
-            let mut next = 0usize;
-            group.bench_function(BenchmarkId::new(format!("{handlers}_handlers"), n), |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        rv += 1;
-                        let batch: Vec<Pod> = (0..ROUND).map(|j| pod((next + j) % n, rv)).collect();
-                        next = (next + ROUND) % n;
-                        let start = Instant::now();
-                        let q = informer.queue();
-                        for p in batch {
-                            q.update(p).expect("update");
-                        }
-                        delivered += ROUND as u64;
-                        wait(&counters, delivered);
-                        total += start.elapsed();
-                    }
-                    total
-                })
-            });
-            informer.shutdown();
+                .add_event_handler(
+                    EventHandlerFns::new()
+                        .on_add(move |_: &Arc<Pod>, _| a())
+                        .on_update(move |_: &Arc<Pod>, _: &Arc<Pod>| u()),
+                )
+                .expect("register handler");
         }
+        informer.start().expect("start");
+        informer
+            .queue()
+            .replace((0..n).map(|i| pod(i, 1)), "1")
+            .expect("replace");
+        wait(&counters, n as u64);
+        let mut delivered = n as u64;
+        let mut rv = 1u64;
+        let mut next = 0usize;
+        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}"), n);
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    rv += 1;
+                    let batch: Vec<Pod> = (0..ROUND).map(|j| pod((next + j) % n, rv)).collect();
+                    next = (next + ROUND) % n;
+                    let start = Instant::now();
+                    let q = informer.queue();
+                    for p in batch {
+                        q.update(p).expect("update");
+                    }
+                    delivered += ROUND as u64;
+                    wait(&counters, delivered);
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+        informer.shutdown();
     }
     group.finish();
 }

@@ -134,10 +134,43 @@ mod tests {
 
     #[test]
     fn dropping_the_pool_joins_its_threads() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::{Barrier, Mutex as StdMutex};
+
+        /// Counts its thread's exit (thread-local destructors run before a
+        /// join returns).
+        struct OnExit(Arc<AtomicUsize>);
+        impl Drop for OnExit {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        thread_local! {
+            static GUARD: StdMutex<Option<OnExit>> = const { StdMutex::new(None) };
+        }
+
+        let exited = Arc::new(AtomicUsize::new(0));
         let pool = DecodePool::new(2, "t").unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        drop(pool.submit(move || tx.send(()).unwrap()));
-        rx.recv().unwrap();
-        drop(pool); // returns only once both threads have exited
+        // Both jobs wait at the barrier, so each thread runs one of them.
+        let barrier = Arc::new(Barrier::new(2));
+        let jobs: Vec<_> = (0..2)
+            .map(|_| {
+                let (barrier, exited) = (Arc::clone(&barrier), Arc::clone(&exited));
+                pool.submit(move || {
+                    GUARD.with(|g| *g.lock().unwrap() = Some(OnExit(exited)));
+                    barrier.wait();
+                })
+            })
+            .collect();
+        for j in jobs {
+            j.blocking_recv().unwrap();
+        }
+        assert_eq!(exited.load(Ordering::SeqCst), 0);
+        drop(pool);
+        assert_eq!(
+            exited.load(Ordering::SeqCst),
+            2,
+            "drop returned before the threads exited"
+        );
     }
 }

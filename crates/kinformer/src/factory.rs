@@ -103,10 +103,10 @@ impl FactoryBuilder {
     }
 
     /// Store a deep clone of each decoded object instead of the object
-    /// itself (default on). Decoding grows every list by doubling, so a
-    /// decoded typed Pod carries ~14% unused capacity; a clone allocates
-    /// each at its exact size. Runs on the decode threads, after the
-    /// transforms.
+    /// itself (default on). Decoding grows every list by doubling and
+    /// leaves the slack in the object; a clone allocates each list at its
+    /// exact size (100k typed Pods in the load test: 45.4 → 39.2 KB of RSS
+    /// per object). Runs on the decode threads, after the transforms.
     pub fn compact_objects(mut self, on: bool) -> Self {
         self.compact_objects = on;
         self

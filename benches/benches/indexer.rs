@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use kinformer_benches::baseline::{FullCloneStore, RwLockStore, ShardedStore};
+use kinformer_benches::baseline::{FullCloneStore, ImblStore, RwLockStore, ShardedStore};
 use kinformer_benches::fixtures::{Rng, objects, pod, two_indexes};
 use kinformer_core::{Indexer, ObjectKey};
 
@@ -135,6 +135,21 @@ fn updates(c: &mut Criterion) {
             })
         });
         drop(sharded);
+
+        let imbl = ImblStore::default();
+        imbl.write_batch(objs.iter().map(|(k, o)| (k.clone(), Arc::clone(o))));
+        group.bench_function(
+            BenchmarkId::new("candidate_imbl_trie_batch256_no_index", n),
+            |b| {
+                b.iter(|| {
+                    imbl.write_batch((0..BATCH).map(|_| {
+                        let i = rng.below(n);
+                        (objs[i].0.clone(), Arc::clone(&next[i]))
+                    }))
+                })
+            },
+        );
+        drop(imbl);
 
         let full = FullCloneStore::default();
         full.write_batch(objs.iter().map(|(k, o)| (k.clone(), Arc::clone(o))));

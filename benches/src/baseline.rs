@@ -29,6 +29,42 @@ impl<K> RwLockStore<K> {
     }
 }
 
+/// The Indexer's previous design: a persistent hash trie with reference-
+/// counted nodes (imbl), arc-swapped after each batch. Kept to measure the
+/// current trie against it in the same run.
+pub struct ImblStore<K> {
+    current: ArcSwap<
+        imbl::GenericHashMap<ObjectKey, Arc<K>, Hasher, imbl::shared_ptr::DefaultSharedPtr>,
+    >,
+    writer:
+        Mutex<imbl::GenericHashMap<ObjectKey, Arc<K>, Hasher, imbl::shared_ptr::DefaultSharedPtr>>,
+}
+
+impl<K> Default for ImblStore<K> {
+    fn default() -> Self {
+        let map = imbl::GenericHashMap::with_hasher(Hasher::default());
+        Self {
+            current: ArcSwap::from_pointee(map.clone()),
+            writer: Mutex::new(map),
+        }
+    }
+}
+
+impl<K> ImblStore<K> {
+    /// Applies a batch to the master trie, then publishes a clone of it.
+    pub fn write_batch(&self, batch: impl IntoIterator<Item = (ObjectKey, Arc<K>)>) {
+        let mut master = self.writer.lock();
+        for (k, o) in batch {
+            master.insert(k, o);
+        }
+        self.current.store(Arc::new(master.clone()));
+    }
+    /// Reads one object.
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.current.load().get(key).cloned()
+    }
+}
+
 /// Naive copy-on-write: clone the whole map for every published batch.
 pub struct FullCloneStore<K> {
     current: ArcSwap<HashMap<ObjectKey, Arc<K>, Hasher>>,

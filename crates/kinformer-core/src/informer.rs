@@ -254,7 +254,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         p.indexer.with_writes_paused(|master| {
             reg.start_seq.store(master.seq(), Ordering::SeqCst);
             if !master.is_empty() {
-                reg.set_replay(Arc::new(master.clone()));
+                reg.set_replay(Arc::clone(master));
             }
             p.registrations.rcu(|regs| {
                 let mut regs = Vec::clone(regs);

@@ -174,3 +174,62 @@ fn a_snapshot_does_not_change_under_writes() {
     assert_eq!(indexer.len(), 1);
     assert!(indexer.snapshot().seq() > snap.seq());
 }
+
+#[test]
+fn snapshots_outlive_the_indexer_and_every_object_is_released_once() {
+    // Objects shared with the test: at the end each must be held by the test
+    // alone, whatever order snapshots, writes and the indexer went away in.
+    let objs: Vec<Arc<ConfigMap>> = (0..300u64)
+        .map(|i| {
+            Arc::new(cm_labels(
+                &format!("o{i}"),
+                i,
+                &[("tier", ["web", "db"][(i % 2) as usize])],
+            ))
+        })
+        .collect();
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    let key = |o: &ConfigMap| kinformer_core::ObjectKey::of(o).unwrap();
+    let mut held = Vec::new();
+    for (round, chunk) in objs.chunks(50).enumerate() {
+        indexer.write(|w| {
+            for o in chunk {
+                w.upsert(key(o), Arc::clone(o));
+            }
+            // Replace and remove some of what earlier rounds wrote.
+            for o in objs.iter().take(round * 50).step_by(7) {
+                w.upsert(key(o), Arc::clone(o));
+            }
+            for o in objs.iter().take(round * 50).skip(3).step_by(11) {
+                w.remove(&key(o));
+            }
+        });
+        held.push((indexer.snapshot(), indexer.list_keys().len()));
+    }
+    let last = indexer.snapshot();
+    drop(indexer);
+    // Every snapshot still reads what it saw, after the writer is gone.
+    for (snap, len) in &held {
+        assert_eq!(snap.len(), *len);
+        assert_eq!(snap.iter().count(), *len);
+        let by_tier = snap.by_index(LABEL_INDEX, "tier=web").unwrap().len()
+            + snap.by_index(LABEL_INDEX, "tier=db").unwrap().len();
+        assert_eq!(by_tier, *len);
+    }
+    // Drop the newest first: the older ones keep it alive through the chain.
+    drop(last);
+    while let Some((snap, _)) = held.pop() {
+        drop(snap);
+        if let Some((oldest, len)) = held.first() {
+            assert_eq!(oldest.list().len(), *len);
+        }
+    }
+    for o in &objs {
+        assert_eq!(
+            Arc::strong_count(o),
+            1,
+            "{:?} leaked or freed twice",
+            o.metadata.name
+        );
+    }
+}

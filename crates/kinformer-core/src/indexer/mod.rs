@@ -3,11 +3,15 @@
 //! Readers load the current [`Snapshot`] through `arc-swap`: no lock, no
 //! waiting for writers, one consistent state per read. Writers serialize on
 //! one mutex, apply a batch to a master copy built from persistent hash
-//! tries (an update copies one root-to-leaf path, never the whole map), and
-//! publish it with a single atomic pointer swap.
+//! tries (an update copies one root-to-leaf path, never the whole map, and
+//! copies share entries and children without reference counts: see
+//! [`trie`] and [`reclaim`]), and publish it with a single atomic pointer
+//! swap.
 
 mod namespaced;
+mod reclaim;
 mod snapshot;
+mod trie;
 mod write;
 
 use std::sync::Arc;
@@ -22,11 +26,10 @@ use crate::index::{IndexFn, Indexers};
 use crate::key::ObjectKey;
 
 pub use namespaced::NamespacedIndexer;
+use snapshot::IndexTrie;
 pub use snapshot::Snapshot;
 pub use write::WriteBatch;
-use write::{WriteCounters, WriterState, add_to_index, values_or_log};
-
-use snapshot::IndexMap;
+use write::{WriteCounters, WriterState, values_or_log};
 
 struct Shared<K> {
     current: ArcSwap<Snapshot<K>>,
@@ -79,20 +82,15 @@ pub struct IndexerStats {
 impl<K> Indexer<K> {
     /// An empty cache with the given indexes.
     pub fn new(indexers: Indexers<K>) -> Self {
-        let mut master = Snapshot::empty();
         let index_fns: Vec<(Arc<str>, IndexFn<K>)> = indexers
             .into_iter()
             .map(|(n, f)| (Arc::<str>::from(n), f))
             .collect();
-        for (name, _) in &index_fns {
-            master
-                .indices
-                .insert(Arc::clone(name), IndexMap::with_hasher(Default::default()));
-        }
+        let writer = WriterState::new(index_fns);
         Self {
             shared: Arc::new(Shared {
-                current: ArcSwap::from_pointee(master.clone()),
-                writer: Mutex::new(WriterState { master, index_fns }),
+                current: ArcSwap::new(Arc::clone(&writer.published)),
+                writer: Mutex::new(writer),
                 counters: WriteCounters::default(),
             }),
         }
@@ -188,21 +186,29 @@ impl<K> Indexer<K> {
     /// Publishes the master copy as the new snapshot; returns its sequence
     /// number and the previous snapshot (for the caller to drop unlocked).
     fn publish(&self, state: &mut WriterState<K>) -> (u64, Arc<Snapshot<K>>) {
-        state.master.seq += 1;
-        let previous = self.shared.current.swap(Arc::new(state.master.clone()));
+        let (next, previous) = state.publish();
+        let seq = next.seq;
+        let swapped_out = self.shared.current.swap(next);
+        debug_assert!(Arc::ptr_eq(&swapped_out, &previous));
         self.shared
             .counters
             .publishes
             .fetch_add(1, Ordering::Relaxed);
-        (state.master.seq, previous)
+        (seq, previous)
     }
 
     /// Runs `f` with the writer lock held and the current master snapshot:
     /// no write can happen meanwhile. Used to register a handler at an exact
     /// point of the write sequence.
-    pub(crate) fn with_writes_paused<R>(&self, f: impl FnOnce(&Snapshot<K>) -> R) -> R {
-        let state = self.shared.writer.lock();
-        f(&state.master)
+    pub(crate) fn with_writes_paused<R>(&self, f: impl FnOnce(&Arc<Snapshot<K>>) -> R) -> R {
+        let mut state = self.shared.writer.lock();
+        if state.dirty {
+            // A write batch panicked half-way: publish what it applied so
+            // that the snapshot below is the writer's state.
+            let (_, previous) = self.publish(&mut state);
+            drop(previous);
+        }
+        f(&state.published)
     }
 
     /// Adds indexes, computing them at once for every cached object.
@@ -210,7 +216,7 @@ impl<K> Indexer<K> {
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexerError> {
         let mut state = self.shared.writer.lock();
         for (name, _) in &indexers {
-            if state.master.indices.contains_key(name.as_str())
+            if state.master.index(name).is_some()
                 || indexers.iter().filter(|(n, _)| n == name).count() > 1
             {
                 return Err(IndexerError::IndexExists(name.clone()));
@@ -218,14 +224,19 @@ impl<K> Indexer<K> {
         }
         for (name, f) in indexers {
             let name: Arc<str> = Arc::from(name);
-            let mut index = IndexMap::with_hasher(Default::default());
-            for (key, obj) in state.master.objects.iter() {
-                for v in values_or_log(&f, obj, &name, key, &self.shared.counters) {
-                    add_to_index(&mut index, &v, key);
+            let slot = state.master.indices.len();
+            state
+                .master
+                .indices
+                .push((Arc::clone(&name), IndexTrie::new()));
+            let objects = state.master.objects;
+            for entry in objects.iter() {
+                for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
+                    state.add_to_index(slot, &v, &entry.key);
                 }
             }
-            state.master.indices.insert(Arc::clone(&name), index);
-            state.index_fns.push((name, f));
+            state.dirty = true;
+            Arc::make_mut(&mut state.index_fns).push((name, f));
         }
         let (_, previous) = self.publish(&mut state);
         drop(state);

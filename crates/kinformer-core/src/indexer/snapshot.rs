@@ -1,89 +1,132 @@
 //! One immutable, consistent state of the cache: objects plus indexes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
 
-use imbl::shared_ptr::DefaultSharedPtr;
-use imbl::{GenericHashMap, GenericHashSet};
 use kube_core::{Expression, Resource, Selector, SelectorExt};
 
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
+use crate::indexer::reclaim::{Successor, release_chain};
+use crate::indexer::trie::Trie;
 use crate::key::ObjectKey;
 
-/// The hasher of every cache map: fast, and seeded per process so that object
-/// names chosen by cluster users cannot force collisions.
+/// The hasher of every cache trie: fast, and seeded per process so that
+/// object names chosen by cluster users cannot force collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
-/// Objects by key (a persistent hash trie: a clone is O(1), an update copies
-/// one path).
-pub(crate) type ObjectMap<K> = GenericHashMap<ObjectKey, Arc<K>, Hasher, DefaultSharedPtr>;
+/// Objects by key.
+pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Arc<K>>;
 /// The keys filed under one index value.
-pub(crate) type KeySet = GenericHashSet<ObjectKey, Hasher, DefaultSharedPtr>;
+pub(crate) type KeySet = Trie<ObjectKey, ()>;
 /// One index: value → keys.
-pub(crate) type IndexMap = GenericHashMap<Arc<str>, KeySet, Hasher, DefaultSharedPtr>;
-/// All indexes by name.
-pub(crate) type IndexMaps = GenericHashMap<Arc<str>, IndexMap, Hasher, DefaultSharedPtr>;
+pub(crate) type IndexTrie = Trie<Arc<str>, KeySet>;
+
+/// The tries of one version of the cache (handles: copying one aliases).
+pub(crate) struct Tries<K> {
+    pub(crate) objects: ObjectTrie<K>,
+    /// Indexes by name, in registration order.
+    pub(crate) indices: Vec<(Arc<str>, IndexTrie)>,
+}
+
+impl<K> Default for Tries<K> {
+    fn default() -> Self {
+        Self {
+            objects: Trie::new(),
+            indices: Vec::new(),
+        }
+    }
+}
+
+impl<K> Clone for Tries<K> {
+    fn clone(&self) -> Self {
+        Self {
+            objects: self.objects,
+            indices: self.indices.clone(),
+        }
+    }
+}
+
+impl<K> Tries<K> {
+    /// The index registered as `name`.
+    pub(crate) fn index(&self, name: &str) -> Option<&IndexTrie> {
+        self.indices
+            .iter()
+            .find_map(|(n, index)| (**n == *name).then_some(index))
+    }
+}
 
 /// An immutable state of the cache. Every read against one snapshot sees the
 /// same objects and indexes, whatever writers do meanwhile; taking one is O(1).
 pub struct Snapshot<K> {
-    pub(crate) objects: ObjectMap<K>,
-    pub(crate) indices: IndexMaps,
+    pub(crate) tries: Tries<K>,
+    pub(crate) hasher: Hasher,
     pub(crate) seq: u64,
+    /// Set by the writer once this is no longer the latest snapshot (see
+    /// [`reclaim`](super::reclaim)).
+    pub(crate) successor: OnceLock<Successor<K>>,
 }
 
-impl<K> Clone for Snapshot<K> {
-    fn clone(&self) -> Self {
-        Self {
-            objects: self.objects.clone(),
-            indices: self.indices.clone(),
-            seq: self.seq,
-        }
+impl<K> Drop for Snapshot<K> {
+    fn drop(&mut self) {
+        release_chain(self.successor.take());
     }
 }
 
 impl<K> Snapshot<K> {
-    pub(crate) fn empty() -> Self {
+    pub(crate) fn new(tries: Tries<K>, hasher: Hasher, seq: u64) -> Self {
         Self {
-            objects: ObjectMap::with_hasher(Hasher::default()),
-            indices: IndexMaps::with_hasher(Hasher::default()),
-            seq: 0,
+            tries,
+            hasher,
+            seq,
+            successor: OnceLock::new(),
         }
+    }
+
+    fn hash(&self, s: &str) -> u64 {
+        self.hasher.hash_one(s)
     }
 
     /// The object stored under `key` (`namespace/name` or `name`).
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
-        self.objects.get(key)
+        self.tries
+            .objects
+            .get(self.hash(key), key)
+            .map(|e| &e.value)
     }
 
     /// Whether `key` is cached.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.objects.contains_key(key)
+        self.get(key).is_some()
     }
 
     /// Number of cached objects.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.tries.objects.len()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.tries.objects.is_empty()
     }
 
     /// Iterates over every cached key and object (unordered).
-    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<K>)> {
-        self.objects.iter()
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<K>)> {
+        self.tries.objects.iter().map(|e| (&e.key, &e.value))
     }
 
     /// Every cached object (unordered).
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.objects.values().cloned().collect()
+        self.tries
+            .objects
+            .iter()
+            .map(|e| Arc::clone(&e.value))
+            .collect()
     }
 
     /// Every cached key (unordered).
-    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.objects.keys()
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &ObjectKey> {
+        self.tries.objects.iter().map(|e| &e.key)
     }
 
     /// The commit sequence number of this snapshot (0 before the first write).
@@ -93,40 +136,59 @@ impl<K> Snapshot<K> {
 
     /// Names of the registered indexes.
     pub fn index_names(&self) -> Vec<String> {
-        self.indices.keys().map(|k| k.to_string()).collect()
+        self.tries
+            .indices
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .collect()
     }
 
-    fn index(&self, name: &str) -> Result<&IndexMap, IndexerError> {
-        self.indices
-            .get(name)
+    fn index(&self, name: &str) -> Result<&IndexTrie, IndexerError> {
+        self.tries
+            .index(name)
             .ok_or_else(|| IndexerError::NoSuchIndex(name.to_string()))
+    }
+
+    /// The keys filed under `value` in `index`.
+    fn key_set<'i>(&self, index: &'i IndexTrie, value: &str) -> Option<&'i KeySet> {
+        index.get(self.hash(value), value).map(|e| &e.value)
+    }
+
+    /// The objects of a key set (each key's hash is stored with it).
+    fn objects_of<'s>(&'s self, keys: &'s KeySet) -> impl Iterator<Item = &'s Arc<K>> {
+        keys.iter().filter_map(|k| {
+            self.tries
+                .objects
+                .get(k.hash, k.key.as_str())
+                .map(|e| &e.value)
+        })
     }
 
     /// Keys filed under `value` in index `name`.
     pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+        let index = self.index(name)?;
         Ok(self
-            .index(name)?
-            .get(value)
-            .map(|set| set.iter().cloned().collect())
+            .key_set(index, value)
+            .map(|set| set.iter().map(|e| e.key.clone()).collect())
             .unwrap_or_default())
     }
 
     /// Objects filed under `value` in index `name`.
     pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+        let index = self.index(name)?;
         Ok(self
-            .index(name)?
-            .get(value)
-            .map(|set| {
-                set.iter()
-                    .filter_map(|k| self.objects.get(k).cloned())
-                    .collect()
-            })
+            .key_set(index, value)
+            .map(|set| self.objects_of(set).cloned().collect())
             .unwrap_or_default())
     }
 
     /// Every value that has at least one object in index `name`.
     pub fn index_values(&self, name: &str) -> Result<Vec<String>, IndexerError> {
-        Ok(self.index(name)?.keys().map(|v| v.to_string()).collect())
+        Ok(self
+            .index(name)?
+            .iter()
+            .map(|e| e.key.to_string())
+            .collect())
     }
 
     /// Objects of one namespace: through the namespace index when it is
@@ -135,7 +197,6 @@ impl<K> Snapshot<K> {
         match self.by_index(NAMESPACE_INDEX, namespace) {
             Ok(objs) => objs,
             Err(_) => self
-                .objects
                 .iter()
                 .filter(|(k, _)| k.namespace() == Some(namespace))
                 .map(|(_, o)| Arc::clone(o))
@@ -160,20 +221,15 @@ impl<K: Resource> Snapshot<K> {
             if let Some(values) = narrowing {
                 let mut out = Vec::new();
                 for v in values {
-                    if let Some(keys) = index.get(v.as_str()) {
-                        out.extend(
-                            keys.iter()
-                                .filter_map(|k| self.objects.get(k))
-                                .filter(|o| matches(o))
-                                .cloned(),
-                        );
+                    if let Some(keys) = self.key_set(index, &v) {
+                        out.extend(self.objects_of(keys).filter(|o| matches(o)).cloned());
                     }
                 }
                 return out;
             }
         }
-        self.objects
-            .values()
+        self.iter()
+            .map(|(_, o)| o)
             .filter(|o| matches(o))
             .cloned()
             .collect()

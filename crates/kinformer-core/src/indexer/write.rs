@@ -1,17 +1,125 @@
 //! The write side of the cache: a master copy owned by whoever holds the
 //! writer lock, published to readers as a new [`Snapshot`] after each batch.
 
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::IndexFn;
-use crate::indexer::snapshot::{IndexMap, KeySet, Snapshot};
+use crate::indexer::reclaim::{FinalTries, Retired, Successor};
+use crate::indexer::snapshot::{Hasher, IndexTrie, KeySet, Snapshot, Tries};
 use crate::key::ObjectKey;
 
-/// The writer's state: the master snapshot and the index functions.
+/// The writer's state: the master tries, what this batch retired, the
+/// latest published snapshot and the index functions.
 pub(crate) struct WriterState<K> {
-    pub(crate) master: Snapshot<K>,
-    pub(crate) index_fns: Vec<(Arc<str>, IndexFn<K>)>,
+    pub(crate) master: Tries<K>,
+    /// Nodes of this generation are not published yet and change in place.
+    pub(crate) generation: u64,
+    pub(crate) retired: Retired<K>,
+    pub(crate) published: Arc<Snapshot<K>>,
+    pub(crate) hasher: Hasher,
+    pub(crate) index_fns: Arc<Vec<(Arc<str>, IndexFn<K>)>>,
+    /// Whether the master changed since the last publish.
+    pub(crate) dirty: bool,
+}
+
+impl<K> WriterState<K> {
+    pub(crate) fn new(index_fns: Vec<(Arc<str>, IndexFn<K>)>) -> Self {
+        let hasher = Hasher::default();
+        let master = Tries {
+            objects: Default::default(),
+            indices: index_fns
+                .iter()
+                .map(|(n, _)| (Arc::clone(n), IndexTrie::new()))
+                .collect(),
+        };
+        let published = Arc::new(Snapshot::new(master.clone(), hasher.clone(), 0));
+        Self {
+            master,
+            generation: 1,
+            retired: Retired::default(),
+            published,
+            hasher,
+            index_fns: Arc::new(index_fns),
+            dirty: false,
+        }
+    }
+
+    pub(crate) fn hash(&self, s: &str) -> u64 {
+        self.hasher.hash_one(s)
+    }
+
+    /// Publishes the master as a new snapshot and hands what this batch
+    /// retired to the snapshot it replaces. Returns the new snapshot and the
+    /// replaced one (for the caller to drop after unlocking).
+    pub(crate) fn publish(&mut self) -> (Arc<Snapshot<K>>, Arc<Snapshot<K>>) {
+        let seq = self.published.seq + 1;
+        let next = Arc::new(Snapshot::new(self.master.clone(), self.hasher.clone(), seq));
+        // Every node built so far is now reachable by readers: freeze it.
+        self.generation += 1;
+        self.dirty = false;
+        let previous = std::mem::replace(&mut self.published, Arc::clone(&next));
+        hand_over(
+            &previous,
+            Successor {
+                next: Some(Arc::clone(&next)),
+                retired: std::mem::take(&mut self.retired),
+                last: None,
+            },
+        );
+        (next, previous)
+    }
+
+    /// Adds `key` under `value` in `index`.
+    pub(crate) fn add_to_index(&mut self, index: usize, value: &str, key: &ObjectKey) {
+        let (vh, kh) = (self.hash(value), self.hash(key.as_str()));
+        let generation = self.generation;
+        let Some((_, trie)) = self.master.indices.get_mut(index) else {
+            return;
+        };
+        let set = trie.get_or_insert_mut(generation, &mut self.retired.values, vh, value, || {
+            (Arc::from(value), KeySet::new())
+        });
+        set.insert(generation, &mut self.retired.keys, kh, key.clone(), ());
+    }
+
+    /// Removes `key` from `value` in `index`, and the value once empty.
+    fn remove_from_index(&mut self, index: usize, value: &str, key: &ObjectKey) {
+        let (vh, kh) = (self.hash(value), self.hash(key.as_str()));
+        let generation = self.generation;
+        let Some((_, trie)) = self.master.indices.get_mut(index) else {
+            return;
+        };
+        let Some(set) = trie.get_mut(generation, &mut self.retired.values, vh, value) else {
+            return;
+        };
+        set.remove(generation, &mut self.retired.keys, kh, key.as_str());
+        if set.is_empty() {
+            trie.remove(generation, &mut self.retired.values, vh, value);
+        }
+    }
+}
+
+/// Sets `snapshot`'s successor (once: only the latest snapshot gets one).
+fn hand_over<K>(snapshot: &Snapshot<K>, successor: Successor<K>) {
+    let set = snapshot.successor.set(successor);
+    debug_assert!(set.is_ok(), "a snapshot's successor is set once");
+}
+
+impl<K> Drop for WriterState<K> {
+    fn drop(&mut self) {
+        // The latest snapshot may outlive the writer: it takes the live
+        // tries, freed when it (and every older snapshot) is gone.
+        hand_over(
+            &self.published,
+            Successor {
+                next: None,
+                retired: std::mem::take(&mut self.retired),
+                last: Some(FinalTries(std::mem::take(&mut self.master))),
+            },
+        );
+    }
 }
 
 /// Counters kept by the write side.
@@ -33,7 +141,8 @@ pub struct WriteBatch<'a, K> {
 impl<K> WriteBatch<'_, K> {
     /// The object currently stored under `key`, including this batch's writes.
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
-        self.state.master.objects.get(key)
+        let hash = self.state.hash(key);
+        self.state.master.objects.get(hash, key).map(|e| &e.value)
     }
 
     /// Number of objects, including this batch's writes.
@@ -50,11 +159,16 @@ impl<K> WriteBatch<'_, K> {
     /// Returns the previous object.
     pub fn upsert(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        let old = self
-            .state
-            .master
-            .objects
-            .insert(key.clone(), Arc::clone(&obj));
+        let state = &mut *self.state;
+        let hash = state.hash(key.as_str());
+        state.dirty = true;
+        let old = state.master.objects.insert(
+            state.generation,
+            &mut state.retired.objects,
+            hash,
+            key.clone(),
+            Arc::clone(&obj),
+        );
         self.reindex(&key, old.as_deref(), Some(&obj));
         old
     }
@@ -62,7 +176,15 @@ impl<K> WriteBatch<'_, K> {
     /// Removes `key`, dropping it from every index. Returns the removed object.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<K>> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        let old = self.state.master.objects.remove(key.as_str());
+        let state = &mut *self.state;
+        let hash = state.hash(key.as_str());
+        let old = state.master.objects.remove(
+            state.generation,
+            &mut state.retired.objects,
+            hash,
+            key.as_str(),
+        );
+        state.dirty |= old.is_some();
         if let Some(old) = &old {
             self.reindex(key, Some(old), None);
         }
@@ -70,8 +192,8 @@ impl<K> WriteBatch<'_, K> {
     }
 
     fn reindex(&mut self, key: &ObjectKey, old: Option<&K>, new: Option<&K>) {
-        let WriterState { master, index_fns } = &mut *self.state;
-        for (name, f) in index_fns.iter() {
+        let index_fns = Arc::clone(&self.state.index_fns);
+        for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
                 && (std::ptr::eq(old, new) || f.known_unchanged(old, new))
             {
@@ -86,14 +208,11 @@ impl<K> WriteBatch<'_, K> {
             if new_values == old_values {
                 continue;
             }
-            let Some(index) = master.indices.get_mut(&**name) else {
-                continue;
-            };
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
-                remove_from_index(index, v, key);
+                self.state.remove_from_index(i, v, key);
             }
             for v in new_values.iter().filter(|v| !old_values.contains(v)) {
-                add_to_index(index, v, key);
+                self.state.add_to_index(i, v, key);
             }
         }
     }
@@ -114,25 +233,6 @@ pub(crate) fn values_or_log<K>(
             counters.index_fn_failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(index, key = %key, error = %e, "index function failed; object left out of the index");
             Vec::new()
-        }
-    }
-}
-
-pub(crate) fn add_to_index(index: &mut IndexMap, value: &str, key: &ObjectKey) {
-    if let Some(set) = index.get_mut(value) {
-        set.insert(key.clone());
-    } else {
-        let mut set = KeySet::with_hasher(Default::default());
-        set.insert(key.clone());
-        index.insert(Arc::from(value), set);
-    }
-}
-
-fn remove_from_index(index: &mut IndexMap, value: &str, key: &ObjectKey) {
-    if let Some(set) = index.get_mut(value) {
-        set.remove(key.as_str());
-        if set.is_empty() {
-            index.remove(value);
         }
     }
 }

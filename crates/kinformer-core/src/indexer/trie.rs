@@ -1,0 +1,616 @@
+//! A persistent hash array mapped trie whose versions share nodes without
+//! reference counts.
+//!
+//! A [`Trie`] is a plain handle (root pointer and length): copying it aliases
+//! the nodes. Only the writer changes a trie, and only nodes stamped with the
+//! writer's current generation are changed in place; an older node is copied
+//! first and the original handed to a [`Garbage`] list, as is every replaced
+//! or removed entry. Copying a node is a `memcpy` of its slots: no child's or
+//! entry's counter is touched, so an update at a million entries costs a few
+//! node copies, not a few hundred cache misses on reference counts.
+//!
+//! Soundness rests on one rule, kept by [`reclaim`](super::reclaim): a
+//! handle is only dereferenced while the garbage of every later change is
+//! still alive, and the nodes it reaches are freed exactly once (as garbage,
+//! or by [`Trie::free_all`] on the writer's final tree).
+#![allow(unsafe_code)]
+
+use std::borrow::Borrow;
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+
+/// Bits of the hash consumed per level.
+const BITS: u32 = 5;
+const MASK: u64 = (1 << BITS) - 1;
+
+/// One stored key and value with the key's hash.
+pub(crate) struct Entry<K, V> {
+    pub(crate) hash: u64,
+    pub(crate) key: K,
+    pub(crate) value: V,
+}
+
+/// A slot of a node. It has no drop glue: entries are dropped as garbage or
+/// by [`Trie::free_all`], never when a node's memory is released.
+enum Slot<K, V> {
+    Entry(ManuallyDrop<Entry<K, V>>),
+    Node(Node<K, V>),
+}
+
+/// A node: its header lives in the slot (or handle) pointing to it, its
+/// slots in one allocation, so a lookup makes one dependent load per level.
+struct Node<K, V> {
+    /// The writer generation that allocated `slots`; only a node of the
+    /// current generation may change in place.
+    generation: u64,
+    /// Which of the 32 children exist (unused by a collision node).
+    bitmap: u32,
+    /// Set when the hash is used up: the slots are entries with equal hashes.
+    collision: bool,
+    slots: NonNull<[Slot<K, V>]>,
+}
+
+impl<K, V> Clone for Node<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V> Copy for Node<K, V> {}
+
+impl<K, V> Node<K, V> {
+    fn new(generation: u64, bitmap: u32, collision: bool, slots: Vec<Slot<K, V>>) -> Self {
+        Self {
+            generation,
+            bitmap,
+            collision,
+            slots: NonNull::from(Box::leak(slots.into_boxed_slice())),
+        }
+    }
+
+    fn slots(&self) -> &[Slot<K, V>] {
+        // SAFETY: the module rule: the slots of a node reachable from a live
+        // handle are alive while the handle's owner is borrowed.
+        unsafe { self.slots.as_ref() }
+    }
+
+    /// A bitwise copy of the slots with room for one more.
+    fn copy_slots(&self) -> Vec<Slot<K, V>> {
+        let old = self.slots();
+        let mut slots = Vec::with_capacity(old.len() + 1);
+        // SAFETY: `Slot` has no drop glue; the copies alias what the
+        // original owns until the caller retires or frees the original.
+        unsafe {
+            std::ptr::copy_nonoverlapping(old.as_ptr(), slots.as_mut_ptr(), old.len());
+            slots.set_len(old.len());
+        }
+        slots
+    }
+
+    /// Replaces the slots by `slots` (allocated in `generation`); the old
+    /// ones are retired when published, freed when they were this
+    /// generation's (no reader can reach them).
+    fn replace_slots(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        slots: Vec<Slot<K, V>>,
+    ) {
+        let old = std::mem::replace(
+            &mut self.slots,
+            NonNull::from(Box::leak(slots.into_boxed_slice())),
+        );
+        if self.generation == generation {
+            // SAFETY: allocated this generation, so never published.
+            unsafe { free_slots(old) };
+        } else {
+            garbage.nodes.push(old);
+        }
+        self.generation = generation;
+    }
+
+    /// The slots for changing in place, copying them first (and retiring the
+    /// originals) when they belong to an older generation.
+    fn writable(&mut self, generation: u64, garbage: &mut Garbage<K, V>) -> &mut [Slot<K, V>] {
+        if self.generation != generation {
+            let copy = self.copy_slots();
+            self.replace_slots(generation, garbage, copy);
+        }
+        // SAFETY: the writer is the only one changing nodes, and slots of the
+        // current generation are reachable by no published version.
+        unsafe { self.slots.as_mut() }
+    }
+
+    /// Inserts `slot` at `pos`, in a new allocation.
+    fn insert_slot(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        pos: usize,
+        slot: Slot<K, V>,
+    ) {
+        let mut slots = self.copy_slots();
+        slots.insert(pos, slot);
+        self.replace_slots(generation, garbage, slots);
+    }
+
+    /// Removes the slot at `pos`, in a new allocation.
+    fn remove_slot(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        pos: usize,
+    ) -> Slot<K, V> {
+        let mut slots = self.copy_slots();
+        let slot = slots.remove(pos);
+        self.replace_slots(generation, garbage, slots);
+        slot
+    }
+
+    /// The position of `key`'s slot, if this node has one.
+    fn find<Q>(&self, shift: u32, hash: u64, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        if self.collision {
+            return self.slots().iter().position(
+                |s| matches!(s, Slot::Entry(e) if e.hash == hash && e.key.borrow() == key),
+            );
+        }
+        let bit = bit_of(hash, shift);
+        (self.bitmap & bit != 0).then(|| position(self.bitmap, bit))
+    }
+}
+
+/// # Safety
+/// `slots` was allocated by [`Node::new`] or [`Node::replace_slots`] and is
+/// reachable by nobody any more.
+unsafe fn free_slots<K, V>(slots: NonNull<[Slot<K, V>]>) {
+    // SAFETY: the caller's contract; `Slot` has no drop glue, so this
+    // releases memory only.
+    drop(unsafe { Box::from_raw(slots.as_ptr()) });
+}
+
+/// What a write retired: node slots (freed without touching them) and
+/// entries (dropped), to be released once no reader can reach them.
+pub(crate) struct Garbage<K, V> {
+    nodes: Vec<NonNull<[Slot<K, V>]>>,
+    entries: Vec<Entry<K, V>>,
+}
+
+impl<K, V> Default for Garbage<K, V> {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<K, V> Drop for Garbage<K, V> {
+    fn drop(&mut self) {
+        for slots in self.nodes.drain(..) {
+            // SAFETY: retired slots are retired once, and garbage is dropped
+            // only when no reader holds a version that reaches them.
+            unsafe { free_slots(slots) };
+        }
+    }
+}
+
+// SAFETY: garbage owns its nodes' memory and its entries; it is only touched
+// by the writer (under its lock) and by whoever drops it.
+unsafe impl<K: Send, V: Send> Send for Garbage<K, V> {}
+// SAFETY: nothing is read through `&Garbage`.
+unsafe impl<K: Sync, V: Sync> Sync for Garbage<K, V> {}
+
+/// A handle on one version of a trie: cheap to copy, owning nothing.
+pub(crate) struct Trie<K, V> {
+    root: Option<Node<K, V>>,
+    len: usize,
+}
+
+impl<K, V> Clone for Trie<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V> Copy for Trie<K, V> {}
+
+// SAFETY: a handle only reads `K` and `V` through shared references (see the
+// module rule for when it may be dereferenced).
+unsafe impl<K: Sync, V: Sync> Send for Trie<K, V> {}
+// SAFETY: as above.
+unsafe impl<K: Sync, V: Sync> Sync for Trie<K, V> {}
+
+impl<K, V> Default for Trie<K, V> {
+    fn default() -> Self {
+        Self { root: None, len: 0 }
+    }
+}
+
+fn bit_of(hash: u64, shift: u32) -> u32 {
+    1 << ((hash >> shift) & MASK)
+}
+
+fn position(bitmap: u32, bit: u32) -> usize {
+    (bitmap & (bit - 1)).count_ones() as usize
+}
+
+impl<K, V> Trie<K, V> {
+    /// An empty trie.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the trie is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The entry stored under `key` (whose hash is `hash`).
+    pub(crate) fn get<Q>(&self, hash: u64, key: &Q) -> Option<&Entry<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let mut node = self.root.as_ref()?;
+        let mut shift = 0;
+        loop {
+            match &node.slots()[node.find(shift, hash, key)?] {
+                Slot::Entry(e) => {
+                    return (e.hash == hash && e.key.borrow() == key).then_some(&**e);
+                }
+                Slot::Node(child) => {
+                    node = child;
+                    shift += BITS;
+                }
+            }
+        }
+    }
+
+    /// Every entry, in no particular order.
+    pub(crate) fn iter(&self) -> Iter<'_, K, V> {
+        let mut stack = Vec::with_capacity(8);
+        if let Some(root) = &self.root {
+            stack.push(root.slots().iter());
+        }
+        Iter {
+            stack,
+            remaining: self.len,
+        }
+    }
+
+    /// Stores `value` under `key`; returns a clone of the replaced value.
+    pub(crate) fn insert(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: K,
+        value: V,
+    ) -> Option<V>
+    where
+        K: Eq,
+        V: Clone,
+    {
+        let entry = Entry { hash, key, value };
+        let old = match &mut self.root {
+            None => {
+                let slots = vec![Slot::Entry(ManuallyDrop::new(entry))];
+                self.root = Some(Node::new(generation, bit_of(hash, 0), false, slots));
+                None
+            }
+            Some(root) => insert_at(root, 0, generation, garbage, entry),
+        };
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// Removes `key`; returns a clone of the removed value.
+    pub(crate) fn remove<Q>(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: &Q,
+    ) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+        V: Clone,
+    {
+        // Only copy a path when there is something to remove.
+        self.get(hash, key)?;
+        let root = self.root.as_mut()?;
+        let old = remove_at(root, 0, generation, garbage, hash, key);
+        if root.slots().is_empty() {
+            // SAFETY: `remove_at` reallocated the root's slots in this
+            // generation: no published version reaches them.
+            unsafe { free_slots(root.slots) };
+            self.root = None;
+        }
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+
+    /// Frees every node and drops every entry through `drop_entry`.
+    ///
+    /// # Safety
+    /// Only for the writer's final tree, when no version can reach these
+    /// nodes any more, and with no other owner of the entries.
+    pub(crate) unsafe fn free_all(self, drop_entry: &mut impl FnMut(Entry<K, V>)) {
+        if let Some(root) = self.root {
+            // SAFETY: the caller's contract.
+            unsafe { free_node(root, drop_entry) }
+        }
+    }
+}
+
+impl<K, V: Nested> Trie<K, V> {
+    /// The value under `key` for changing in place, inserted by `make` when
+    /// absent. Only for values that are themselves copy-on-write by
+    /// generation ([`Nested`]): the published versions keep the old value.
+    pub(crate) fn get_or_insert_mut<Q>(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: &Q,
+        make: impl FnOnce() -> (K, V),
+    ) -> &mut V
+    where
+        K: Borrow<Q> + Eq,
+        Q: Eq + ?Sized,
+        V: Clone,
+    {
+        if self.get(hash, key).is_none() {
+            let (k, v) = make();
+            self.insert(generation, garbage, hash, k, v);
+        }
+        let mut node = self
+            .root
+            .as_mut()
+            .expect("an entry was just found or inserted");
+        let mut shift = 0;
+        loop {
+            let pos = node.find(shift, hash, key).expect("the entry is present");
+            match &mut node.writable(generation, garbage)[pos] {
+                Slot::Entry(e) => return &mut e.value,
+                Slot::Node(child) => {
+                    node = child;
+                    shift += BITS;
+                }
+            }
+        }
+    }
+
+    /// The value under `key` for changing in place, if present.
+    pub(crate) fn get_mut<Q>(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: &Q,
+    ) -> Option<&mut V>
+    where
+        K: Borrow<Q> + Eq,
+        Q: Eq + ?Sized,
+        V: Clone,
+    {
+        self.get(hash, key)?;
+        Some(self.get_or_insert_mut(generation, garbage, hash, key, || {
+            unreachable!("the entry is present")
+        }))
+    }
+}
+
+/// Values that may be changed in place inside a writable node because they
+/// are themselves generation-copy-on-write handles (a nested [`Trie`]):
+/// changing the copy never changes what the published versions see.
+pub(crate) trait Nested {}
+impl<K, V> Nested for Trie<K, V> {}
+
+fn insert_at<K: Eq, V: Clone>(
+    node: &mut Node<K, V>,
+    shift: u32,
+    generation: u64,
+    garbage: &mut Garbage<K, V>,
+    entry: Entry<K, V>,
+) -> Option<V> {
+    if node.collision {
+        let found = node
+            .slots()
+            .iter()
+            .position(|s| matches!(s, Slot::Entry(e) if e.key == entry.key));
+        let Some(pos) = found else {
+            let len = node.slots().len();
+            node.insert_slot(
+                generation,
+                garbage,
+                len,
+                Slot::Entry(ManuallyDrop::new(entry)),
+            );
+            return None;
+        };
+        let Slot::Entry(e) = &mut node.writable(generation, garbage)[pos] else {
+            unreachable!("a collision node holds entries")
+        };
+        return Some(replace_entry(e, entry, garbage));
+    }
+    let bit = bit_of(entry.hash, shift);
+    let pos = position(node.bitmap, bit);
+    if node.bitmap & bit == 0 {
+        node.bitmap |= bit;
+        node.insert_slot(
+            generation,
+            garbage,
+            pos,
+            Slot::Entry(ManuallyDrop::new(entry)),
+        );
+        return None;
+    }
+    let slot = &mut node.writable(generation, garbage)[pos];
+    match slot {
+        Slot::Node(child) => insert_at(child, shift + BITS, generation, garbage, entry),
+        Slot::Entry(e) if e.hash == entry.hash && e.key == entry.key => {
+            Some(replace_entry(e, entry, garbage))
+        }
+        Slot::Entry(e) => {
+            // SAFETY: the existing entry moves into a new child; the slot is
+            // overwritten right after, so it has one owner again.
+            let existing = unsafe { ManuallyDrop::take(e) };
+            *slot = Slot::Node(pair(shift + BITS, generation, existing, entry));
+            None
+        }
+    }
+}
+
+/// Puts `entry` in place of `slot`'s entry, retiring the old one (readers of
+/// older versions may still hold it) and returning a clone of its value.
+fn replace_entry<K, V: Clone>(
+    slot: &mut ManuallyDrop<Entry<K, V>>,
+    entry: Entry<K, V>,
+    garbage: &mut Garbage<K, V>,
+) -> V {
+    let value = slot.value.clone();
+    let old = std::mem::replace(slot, ManuallyDrop::new(entry));
+    garbage.entries.push(ManuallyDrop::into_inner(old));
+    value
+}
+
+/// A new subtree at `shift` holding two entries with different keys.
+fn pair<K, V>(shift: u32, generation: u64, a: Entry<K, V>, b: Entry<K, V>) -> Node<K, V> {
+    if shift >= u64::BITS {
+        let slots = vec![
+            Slot::Entry(ManuallyDrop::new(a)),
+            Slot::Entry(ManuallyDrop::new(b)),
+        ];
+        return Node::new(generation, 0, true, slots);
+    }
+    let (bit_a, bit_b) = (bit_of(a.hash, shift), bit_of(b.hash, shift));
+    if bit_a == bit_b {
+        let child = pair(shift + BITS, generation, a, b);
+        return Node::new(generation, bit_a, false, vec![Slot::Node(child)]);
+    }
+    let (first, second) = if bit_a < bit_b { (a, b) } else { (b, a) };
+    let slots = vec![
+        Slot::Entry(ManuallyDrop::new(first)),
+        Slot::Entry(ManuallyDrop::new(second)),
+    ];
+    Node::new(generation, bit_a | bit_b, false, slots)
+}
+
+/// Removes a key known to be present below `node`. Empty children are
+/// dropped and a child left with a single entry is folded into its parent.
+fn remove_at<K, V: Clone, Q>(
+    node: &mut Node<K, V>,
+    shift: u32,
+    generation: u64,
+    garbage: &mut Garbage<K, V>,
+    hash: u64,
+    key: &Q,
+) -> Option<V>
+where
+    K: Borrow<Q>,
+    Q: Eq + ?Sized,
+{
+    let pos = node.find(shift, hash, key)?;
+    let bit = if node.collision {
+        0
+    } else {
+        bit_of(hash, shift)
+    };
+    if let Slot::Entry(_) = &node.slots()[pos] {
+        let Slot::Entry(e) = node.remove_slot(generation, garbage, pos) else {
+            unreachable!("matched an entry")
+        };
+        node.bitmap &= !bit;
+        let old = ManuallyDrop::into_inner(e);
+        let value = old.value.clone();
+        garbage.entries.push(old);
+        return Some(value);
+    }
+    let Slot::Node(child) = &mut node.writable(generation, garbage)[pos] else {
+        unreachable!("matched a node")
+    };
+    let value = remove_at(child, shift + BITS, generation, garbage, hash, key);
+    // `remove_at` reallocated the child's slots in this generation: no
+    // published version reaches them, so they may be reshaped or freed now.
+    match child.slots().len() {
+        0 => {
+            let emptied = child.slots;
+            node.remove_slot(generation, garbage, pos);
+            node.bitmap &= !bit;
+            // SAFETY: see above.
+            unsafe { free_slots(emptied) };
+        }
+        1 if matches!(child.slots()[0], Slot::Entry(_)) => {
+            let emptied = child.slots;
+            // SAFETY: a bitwise move of the lone entry; its old slots are
+            // freed right after without being read again.
+            let lone = unsafe { std::ptr::read(&child.slots()[0]) };
+            node.writable(generation, garbage)[pos] = lone;
+            // SAFETY: see above.
+            unsafe { free_slots(emptied) };
+        }
+        _ => {}
+    }
+    value
+}
+
+/// # Safety
+/// See [`Trie::free_all`].
+unsafe fn free_node<K, V>(node: Node<K, V>, drop_entry: &mut impl FnMut(Entry<K, V>)) {
+    // SAFETY: the caller's contract: `node` is exclusively ours now.
+    let slots = unsafe { Box::from_raw(node.slots.as_ptr()) };
+    for slot in slots {
+        match slot {
+            Slot::Entry(e) => drop_entry(ManuallyDrop::into_inner(e)),
+            // SAFETY: as above, for the whole subtree.
+            Slot::Node(child) => unsafe { free_node(child, drop_entry) },
+        }
+    }
+}
+
+/// Iterator over the entries of a [`Trie`].
+pub(crate) struct Iter<'a, K, V> {
+    stack: Vec<std::slice::Iter<'a, Slot<K, V>>>,
+    remaining: usize,
+}
+
+impl<'a, K, V> Iterator for Iter<'a, K, V> {
+    type Item = &'a Entry<K, V>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.stack.last_mut()?.next() {
+                Some(Slot::Entry(e)) => {
+                    self.remaining -= 1;
+                    return Some(e);
+                }
+                Some(Slot::Node(child)) => self.stack.push(child.slots().iter()),
+                None => {
+                    self.stack.pop();
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<K, V> ExactSizeIterator for Iter<'_, K, V> {}
+
+#[cfg(test)]
+mod tests;

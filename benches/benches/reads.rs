@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use kinformer_benches::baseline::RwLockStore;
+use kinformer_benches::baseline::{ImblStore, RwLockStore};
 use kinformer_benches::fixtures::{Rng, objects, two_indexes};
 use kinformer_core::{Indexer, LABEL_INDEX};
 
@@ -119,6 +119,20 @@ fn reads(c: &mut Criterion) {
             b.iter(|| rwlock.get(&keys[rng.below(N)]))
         });
     }
+    // The previous design (imbl's reference-counted trie), idle only.
+    let imbl = ImblStore::default();
+    imbl.write_batch(objs.iter().map(|(k, o)| (k.clone(), Arc::clone(o))));
+    let mut rng = Rng(1);
+    let mut i = 0usize;
+    group.bench_function(BenchmarkId::new("candidate_imbl_get_hot", "idle"), |b| {
+        b.iter(|| {
+            i = (i + 1) % HOT;
+            imbl.get(&keys[i])
+        })
+    });
+    group.bench_function(BenchmarkId::new("candidate_imbl_get_cold", "idle"), |b| {
+        b.iter(|| imbl.get(&keys[rng.below(N)]))
+    });
     group.finish();
 }
 

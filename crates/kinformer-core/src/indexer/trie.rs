@@ -19,9 +19,12 @@ use std::borrow::Borrow;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
-/// Bits of the hash consumed per level.
-const BITS: u32 = 5;
+/// Bits of the hash consumed per level: 64 children per node, so a million
+/// entries sit about four nodes deep.
+const BITS: u32 = 6;
 const MASK: u64 = (1 << BITS) - 1;
+/// One bit per possible child.
+type Bitmap = u64;
 
 /// One stored key and value with the key's hash.
 pub(crate) struct Entry<K, V> {
@@ -43,11 +46,13 @@ struct Node<K, V> {
     /// The writer generation that allocated `slots`; only a node of the
     /// current generation may change in place.
     generation: u64,
-    /// Which of the 32 children exist (unused by a collision node).
-    bitmap: u32,
+    /// Which of the 64 children exist (unused by a collision node).
+    bitmap: Bitmap,
+    /// The slots (a boxed slice of `len` slots).
+    ptr: NonNull<Slot<K, V>>,
+    len: u32,
     /// Set when the hash is used up: the slots are entries with equal hashes.
     collision: bool,
-    slots: NonNull<[Slot<K, V>]>,
 }
 
 impl<K, V> Clone for Node<K, V> {
@@ -58,19 +63,21 @@ impl<K, V> Clone for Node<K, V> {
 impl<K, V> Copy for Node<K, V> {}
 
 impl<K, V> Node<K, V> {
-    fn new(generation: u64, bitmap: u32, collision: bool, slots: Vec<Slot<K, V>>) -> Self {
+    fn new(generation: u64, bitmap: Bitmap, collision: bool, slots: Vec<Slot<K, V>>) -> Self {
+        let (ptr, len) = leak(slots);
         Self {
             generation,
             bitmap,
+            ptr,
+            len,
             collision,
-            slots: NonNull::from(Box::leak(slots.into_boxed_slice())),
         }
     }
 
     fn slots(&self) -> &[Slot<K, V>] {
         // SAFETY: the module rule: the slots of a node reachable from a live
         // handle are alive while the handle's owner is borrowed.
-        unsafe { self.slots.as_ref() }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len as usize) }
     }
 
     /// A bitwise copy of the slots with room for one more.
@@ -95,10 +102,8 @@ impl<K, V> Node<K, V> {
         garbage: &mut Garbage<K, V>,
         slots: Vec<Slot<K, V>>,
     ) {
-        let old = std::mem::replace(
-            &mut self.slots,
-            NonNull::from(Box::leak(slots.into_boxed_slice())),
-        );
+        let old = (self.ptr, self.len);
+        (self.ptr, self.len) = leak(slots);
         if self.generation == generation {
             // SAFETY: allocated this generation, so never published.
             unsafe { free_slots(old) };
@@ -117,7 +122,7 @@ impl<K, V> Node<K, V> {
         }
         // SAFETY: the writer is the only one changing nodes, and slots of the
         // current generation are reachable by no published version.
-        unsafe { self.slots.as_mut() }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize) }
     }
 
     /// Inserts `slot` at `pos`, in a new allocation.
@@ -162,19 +167,40 @@ impl<K, V> Node<K, V> {
     }
 }
 
+/// Slots as a leaked boxed slice: its pointer and length.
+fn leak<K, V>(slots: Vec<Slot<K, V>>) -> (NonNull<Slot<K, V>>, u32) {
+    let len = u32::try_from(slots.len())
+        .expect("a node holds at most 64 slots, or one per full-hash collision");
+    let ptr = NonNull::from(Box::leak(slots.into_boxed_slice())).cast();
+    (ptr, len)
+}
+
+/// The slots of a node, as an owned boxed slice.
+///
 /// # Safety
-/// `slots` was allocated by [`Node::new`] or [`Node::replace_slots`] and is
-/// reachable by nobody any more.
-unsafe fn free_slots<K, V>(slots: NonNull<[Slot<K, V>]>) {
+/// `slots` came from [`leak`] and is reachable by nobody any more.
+unsafe fn unleak<K, V>((ptr, len): (NonNull<Slot<K, V>>, u32)) -> Box<[Slot<K, V>]> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            ptr.as_ptr(),
+            len as usize,
+        ))
+    }
+}
+
+/// # Safety
+/// As [`unleak`].
+unsafe fn free_slots<K, V>(slots: (NonNull<Slot<K, V>>, u32)) {
     // SAFETY: the caller's contract; `Slot` has no drop glue, so this
     // releases memory only.
-    drop(unsafe { Box::from_raw(slots.as_ptr()) });
+    drop(unsafe { unleak(slots) });
 }
 
 /// What a write retired: node slots (freed without touching them) and
 /// entries (dropped), to be released once no reader can reach them.
 pub(crate) struct Garbage<K, V> {
-    nodes: Vec<NonNull<[Slot<K, V>]>>,
+    nodes: Vec<(NonNull<Slot<K, V>>, u32)>,
     entries: Vec<Entry<K, V>>,
 }
 
@@ -228,11 +254,11 @@ impl<K, V> Default for Trie<K, V> {
     }
 }
 
-fn bit_of(hash: u64, shift: u32) -> u32 {
+fn bit_of(hash: u64, shift: u32) -> Bitmap {
     1 << ((hash >> shift) & MASK)
 }
 
-fn position(bitmap: u32, bit: u32) -> usize {
+fn position(bitmap: Bitmap, bit: Bitmap) -> usize {
     (bitmap & (bit - 1)).count_ones() as usize
 }
 
@@ -261,13 +287,27 @@ impl<K, V> Trie<K, V> {
         let mut node = self.root.as_ref()?;
         let mut shift = 0;
         loop {
-            match &node.slots()[node.find(shift, hash, key)?] {
-                Slot::Entry(e) => {
-                    return (e.hash == hash && e.key.borrow() == key).then_some(&**e);
-                }
+            if node.collision {
+                let pos = node.find(shift, hash, key)?;
+                return match &node.slots()[pos] {
+                    Slot::Entry(e) => Some(e),
+                    Slot::Node(_) => None,
+                };
+            }
+            let bit = bit_of(hash, shift);
+            if node.bitmap & bit == 0 {
+                return None;
+            }
+            // SAFETY: a node has one slot per bit set in its bitmap, in
+            // order, so the rank of a set bit is in bounds.
+            let slot = unsafe { &*node.ptr.as_ptr().add(position(node.bitmap, bit)) };
+            match slot {
                 Slot::Node(child) => {
                     node = child;
                     shift += BITS;
+                }
+                Slot::Entry(e) => {
+                    return (e.hash == hash && e.key.borrow() == key).then_some(&**e);
                 }
             }
         }
@@ -333,7 +373,7 @@ impl<K, V> Trie<K, V> {
         if root.slots().is_empty() {
             // SAFETY: `remove_at` reallocated the root's slots in this
             // generation: no published version reaches them.
-            unsafe { free_slots(root.slots) };
+            unsafe { free_slots((root.ptr, root.len)) };
             self.root = None;
         }
         if old.is_some() {
@@ -547,14 +587,14 @@ where
     // published version reaches them, so they may be reshaped or freed now.
     match child.slots().len() {
         0 => {
-            let emptied = child.slots;
+            let emptied = (child.ptr, child.len);
             node.remove_slot(generation, garbage, pos);
             node.bitmap &= !bit;
             // SAFETY: see above.
             unsafe { free_slots(emptied) };
         }
         1 if matches!(child.slots()[0], Slot::Entry(_)) => {
-            let emptied = child.slots;
+            let emptied = (child.ptr, child.len);
             // SAFETY: a bitwise move of the lone entry; its old slots are
             // freed right after without being read again.
             let lone = unsafe { std::ptr::read(&child.slots()[0]) };
@@ -571,7 +611,7 @@ where
 /// See [`Trie::free_all`].
 unsafe fn free_node<K, V>(node: Node<K, V>, drop_entry: &mut impl FnMut(Entry<K, V>)) {
     // SAFETY: the caller's contract: `node` is exclusively ours now.
-    let slots = unsafe { Box::from_raw(node.slots.as_ptr()) };
+    let slots = unsafe { unleak((node.ptr, node.len)) };
     for slot in slots {
         match slot {
             Slot::Entry(e) => drop_entry(ManuallyDrop::into_inner(e)),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_benches::fixtures::{pod, two_indexes};
-use kinformer_core::{EventHandlerFns, SharedIndexInformer};
+use kinformer_core::{EventHandlerFns, Observed, SharedIndexInformer};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -29,6 +29,13 @@ fn wait(counters: &[Arc<AtomicU64>], target: u64) {
     }
 }
 
+/// How the bench thread feeds the queue.
+#[derive(Clone, Copy)]
+enum Producer {
+    PerObject,
+    Batched,
+}
+
 fn pipeline(c: &mut Criterion) {
     let mut group = c.benchmark_group("core_pipeline");
     group
@@ -38,11 +45,15 @@ fn pipeline(c: &mut Criterion) {
         .throughput(Throughput::Elements(ROUND as u64));
     // The processor's batch size: the old default (256) against the current
     // one (4096), compared in the same run.
+    // The producer: one `update` call per object, or batches of 128
+    // prepared objects through `push_observed`, as the reflector feeds the
+    // queue (there `prepare` runs on the decode pool; here on the producer).
     let configs = [256usize, 4096]
         .into_iter()
         .flat_map(|batch| [100_000usize, 1_000_000].map(|n| (batch, n)))
-        .flat_map(|(batch, n)| [1usize, 10].map(|h| (batch, n, h)));
-    for (batch, n, handlers) in configs {
+        .flat_map(|(batch, n)| [1usize, 10].map(|h| (batch, n, h, Producer::PerObject)))
+        .chain([(4096, 100_000, 1, Producer::Batched)]);
+    for (batch, n, handlers, producer) in configs {
         let informer = SharedIndexInformer::<Pod>::builder()
             .name("bench")
             .indexers(two_indexes())
@@ -73,7 +84,11 @@ fn pipeline(c: &mut Criterion) {
         let mut delivered = n as u64;
         let mut rv = 1u64;
         let mut next = 0usize;
-        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}"), n);
+        let suffix = match producer {
+            Producer::PerObject => "",
+            Producer::Batched => "_push128",
+        };
+        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}{suffix}"), n);
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
@@ -83,8 +98,26 @@ fn pipeline(c: &mut Criterion) {
                     next = (next + ROUND) % n;
                     let start = Instant::now();
                     let q = informer.queue();
-                    for p in batch {
-                        q.update(p).expect("update");
+                    match producer {
+                        Producer::PerObject => {
+                            for p in batch {
+                                q.update(p).expect("update");
+                            }
+                        }
+                        Producer::Batched => {
+                            let mut objects = batch.into_iter();
+                            loop {
+                                let chunk: Vec<_> = objects
+                                    .by_ref()
+                                    .take(128)
+                                    .map(|p| (Observed::Updated, q.prepare(p).expect("prepare")))
+                                    .collect();
+                                if chunk.is_empty() {
+                                    break;
+                                }
+                                q.push_observed(chunk).expect("push");
+                            }
+                        }
                     }
                     delivered += ROUND as u64;
                     wait(&counters, delivered);

@@ -9,7 +9,7 @@ use kube_core::{Expression, Resource, Selector, SelectorExt};
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
 use crate::indexer::reclaim::{Successor, release_chain};
-use crate::indexer::trie::{Entry, Trie, prefetch};
+use crate::indexer::trie::Trie;
 use crate::key::ObjectKey;
 
 /// The hasher of every cache trie: fast, and seeded per process so that
@@ -89,14 +89,9 @@ impl<K> Snapshot<K> {
 
     /// The object stored under `key` (`namespace/name` or `name`).
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
-        // The object's reference count (two words before its data) is read
-        // next by whoever clones the `Arc`: fetch it while the key compares.
-        let count_of = |e: &Entry<ObjectKey, Arc<K>>| {
-            prefetch(Arc::as_ptr(&e.value).cast::<usize>().wrapping_sub(2))
-        };
         self.tries
             .objects
-            .get_with(self.hash(key), key, count_of)
+            .get(self.hash(key), key)
             .map(|e| &e.value)
     }
 

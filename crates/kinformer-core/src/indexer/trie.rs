@@ -284,23 +284,6 @@ impl<K, V> Trie<K, V> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        self.get_with(hash, key, |_| ())
-    }
-
-    /// As [`get`](Self::get), calling `candidate` on the entry whose hash
-    /// matches before its key is compared: a caller that will read the value
-    /// can start fetching it while the key's bytes arrive.
-    #[inline]
-    pub(crate) fn get_with<Q>(
-        &self,
-        hash: u64,
-        key: &Q,
-        candidate: impl FnOnce(&Entry<K, V>),
-    ) -> Option<&Entry<K, V>>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
         let mut node = self.root.as_ref()?;
         let mut shift = 0;
         loop {
@@ -324,11 +307,7 @@ impl<K, V> Trie<K, V> {
                     shift += BITS;
                 }
                 Slot::Entry(e) => {
-                    if e.hash != hash {
-                        return None;
-                    }
-                    candidate(e);
-                    return (e.key.borrow() == key).then_some(&**e);
+                    return (e.hash == hash && e.key.borrow() == key).then_some(&**e);
                 }
             }
         }
@@ -640,20 +619,6 @@ unsafe fn free_node<K, V>(node: Node<K, V>, drop_entry: &mut impl FnMut(Entry<K,
             Slot::Node(child) => unsafe { free_node(child, drop_entry) },
         }
     }
-}
-
-/// Hints the CPU to start loading the cache line at `ptr` (never faults,
-/// whatever the address).
-#[inline(always)]
-pub(crate) fn prefetch<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it does not access memory
-    // architecturally and cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(ptr.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
 }
 
 /// Iterator over the entries of a [`Trie`].

@@ -233,3 +233,98 @@ fn snapshots_outlive_the_indexer_and_every_object_is_released_once() {
         );
     }
 }
+
+/// A snapshot's content as (key, resourceVersion) pairs, sorted.
+fn fingerprint(snap: &kinformer_core::Snapshot<ConfigMap>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = snap.iter().map(|(k, o)| (k.to_string(), rv(o))).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn readers_holding_snapshots_across_a_churning_writer_see_them_unchanged() {
+    // Real threads: two readers take snapshots, keep up to 8 each for a
+    // while, re-check them later and drop them in shifting orders, while a
+    // writer publishes small batches of upserts and removes. Every held
+    // snapshot must keep its content and agree with its own indexes; at the
+    // end every object must be released exactly once.
+    let variants: Vec<Vec<Arc<ConfigMap>>> = (0..64u64)
+        .map(|k| {
+            (0..6u64)
+                .map(|v| {
+                    let tier = ["web", "db"][(v % 2) as usize];
+                    Arc::new(cm_labels(&format!("k{k}"), v + 1, &[("tier", tier)]))
+                })
+                .collect()
+        })
+        .collect();
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        for seed in [1u64, 2] {
+            let (indexer, stop) = (indexer.clone(), Arc::clone(&stop));
+            scope.spawn(move || {
+                let mut rng = seed;
+                let mut next = || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let mut held = std::collections::VecDeque::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let snap = indexer.snapshot();
+                    let tiers = snap.by_index(LABEL_INDEX, "tier=web").unwrap().len()
+                        + snap.by_index(LABEL_INDEX, "tier=db").unwrap().len();
+                    assert_eq!(tiers, snap.len(), "indexes agree with objects");
+                    let print = fingerprint(&snap);
+                    held.push_back((snap, print));
+                    if held.len() > 8 {
+                        let (snap, print) = if next() % 2 == 0 {
+                            held.pop_front().unwrap()
+                        } else {
+                            held.pop_back().unwrap()
+                        };
+                        assert_eq!(fingerprint(&snap), print, "a held snapshot changed");
+                    }
+                }
+                for (snap, print) in held {
+                    assert_eq!(fingerprint(&snap), print, "a held snapshot changed");
+                }
+            });
+        }
+        let mut rng = 7u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for _ in 0..1500 {
+            indexer.write(|w| {
+                for _ in 0..(next() % 6) {
+                    let k = (next() % 64) as usize;
+                    let obj = &variants[k][(next() % 6) as usize];
+                    if next() % 5 == 0 {
+                        w.remove(&kinformer_core::ObjectKey::of(&**obj).unwrap());
+                    } else {
+                        w.upsert(
+                            kinformer_core::ObjectKey::of(&**obj).unwrap(),
+                            Arc::clone(obj),
+                        );
+                    }
+                }
+            });
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    drop(indexer);
+    for obj in variants.iter().flatten() {
+        assert_eq!(
+            Arc::strong_count(obj),
+            1,
+            "{:?} leaked or freed twice",
+            obj.metadata.name
+        );
+    }
+}

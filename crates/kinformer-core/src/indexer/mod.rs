@@ -230,13 +230,14 @@ impl<K> Indexer<K> {
                 .indices
                 .push((Arc::clone(&name), IndexTrie::new()));
             let objects = state.master.objects;
+            let (mut edit, _) = state.index_edit();
             for entry in objects.iter() {
                 for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
-                    state.add_to_index(slot, &v, &entry.key);
+                    edit.add(slot, &v, &entry.key);
                 }
             }
             state.dirty = true;
-            Arc::make_mut(&mut state.index_fns).push((name, f));
+            state.index_fns.push((name, f));
         }
         let (_, previous) = self.publish(&mut state);
         drop(state);

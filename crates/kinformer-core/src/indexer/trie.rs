@@ -416,21 +416,7 @@ impl<K, V: Nested> Trie<K, V> {
             let (k, v) = make();
             self.insert(generation, garbage, hash, k, v);
         }
-        let mut node = self
-            .root
-            .as_mut()
-            .expect("an entry was just found or inserted");
-        let mut shift = 0;
-        loop {
-            let pos = node.find(shift, hash, key).expect("the entry is present");
-            match &mut node.writable(generation, garbage)[pos] {
-                Slot::Entry(e) => return &mut e.value,
-                Slot::Node(child) => {
-                    node = child;
-                    shift += BITS;
-                }
-            }
-        }
+        self.present_mut(generation, garbage, hash, key)
     }
 
     /// The value under `key` for changing in place, if present.
@@ -444,12 +430,35 @@ impl<K, V: Nested> Trie<K, V> {
     where
         K: Borrow<Q> + Eq,
         Q: Eq + ?Sized,
-        V: Clone,
     {
         self.get(hash, key)?;
-        Some(self.get_or_insert_mut(generation, garbage, hash, key, || {
-            unreachable!("the entry is present")
-        }))
+        Some(self.present_mut(generation, garbage, hash, key))
+    }
+
+    /// The value of a key known to be present, its path made writable.
+    fn present_mut<Q>(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: &Q,
+    ) -> &mut V
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let mut node = self.root.as_mut().expect("the entry is present");
+        let mut shift = 0;
+        loop {
+            let pos = node.find(shift, hash, key).expect("the entry is present");
+            match &mut node.writable(generation, garbage)[pos] {
+                Slot::Entry(e) => return &mut e.value,
+                Slot::Node(child) => {
+                    node = child;
+                    shift += BITS;
+                }
+            }
+        }
     }
 }
 

@@ -10,6 +10,9 @@ use crate::indexer::reclaim::{FinalTries, Retired, Successor};
 use crate::indexer::snapshot::{Hasher, IndexTrie, KeySet, Snapshot, Tries};
 use crate::key::ObjectKey;
 
+/// The named index functions, in registration order.
+pub(crate) type IndexFns<K> = Vec<(Arc<str>, IndexFn<K>)>;
+
 /// The writer's state: the master tries, what this batch retired, the
 /// latest published snapshot and the index functions.
 pub(crate) struct WriterState<K> {
@@ -19,13 +22,13 @@ pub(crate) struct WriterState<K> {
     pub(crate) retired: Retired<K>,
     pub(crate) published: Arc<Snapshot<K>>,
     pub(crate) hasher: Hasher,
-    pub(crate) index_fns: Arc<Vec<(Arc<str>, IndexFn<K>)>>,
+    pub(crate) index_fns: IndexFns<K>,
     /// Whether the master changed since the last publish.
     pub(crate) dirty: bool,
 }
 
 impl<K> WriterState<K> {
-    pub(crate) fn new(index_fns: Vec<(Arc<str>, IndexFn<K>)>) -> Self {
+    pub(crate) fn new(index_fns: IndexFns<K>) -> Self {
         let hasher = Hasher::default();
         let master = Tries {
             objects: Default::default(),
@@ -41,7 +44,7 @@ impl<K> WriterState<K> {
             retired: Retired::default(),
             published,
             hasher,
-            index_fns: Arc::new(index_fns),
+            index_fns,
             dirty: false,
         }
     }
@@ -71,24 +74,53 @@ impl<K> WriterState<K> {
         (next, previous)
     }
 
-    /// Adds `key` under `value` in `index`.
-    pub(crate) fn add_to_index(&mut self, index: usize, value: &str, key: &ObjectKey) {
-        let (vh, kh) = (self.hash(value), self.hash(key.as_str()));
-        let generation = self.generation;
-        let Some((_, trie)) = self.master.indices.get_mut(index) else {
+    /// The index tries with what changing them needs, borrowed apart from
+    /// the index functions.
+    pub(crate) fn index_edit(&mut self) -> (IndexEdit<'_, K>, &IndexFns<K>) {
+        let edit = IndexEdit {
+            indices: &mut self.master.indices,
+            retired: &mut self.retired,
+            generation: self.generation,
+            hasher: &self.hasher,
+        };
+        (edit, &self.index_fns)
+    }
+}
+
+/// Changes to the index tries of the master (value → set of keys).
+pub(crate) struct IndexEdit<'a, K> {
+    indices: &'a mut [(Arc<str>, IndexTrie)],
+    retired: &'a mut Retired<K>,
+    generation: u64,
+    hasher: &'a Hasher,
+}
+
+impl<K> IndexEdit<'_, K> {
+    /// Adds `key` under `value` in index number `index`.
+    pub(crate) fn add(&mut self, index: usize, value: &str, key: &ObjectKey) {
+        let (vh, kh) = (
+            self.hasher.hash_one(value),
+            self.hasher.hash_one(key.as_str()),
+        );
+        let Some((_, trie)) = self.indices.get_mut(index) else {
             return;
         };
-        let set = trie.get_or_insert_mut(generation, &mut self.retired.values, vh, value, || {
-            (Arc::from(value), KeySet::new())
-        });
-        set.insert(generation, &mut self.retired.keys, kh, key.clone(), ());
+        let set =
+            trie.get_or_insert_mut(self.generation, &mut self.retired.values, vh, value, || {
+                (Arc::from(value), KeySet::new())
+            });
+        set.insert(self.generation, &mut self.retired.keys, kh, key.clone(), ());
     }
 
-    /// Removes `key` from `value` in `index`, and the value once empty.
-    fn remove_from_index(&mut self, index: usize, value: &str, key: &ObjectKey) {
-        let (vh, kh) = (self.hash(value), self.hash(key.as_str()));
+    /// Removes `key` from `value` in index number `index`, and the value
+    /// once it has no key left.
+    fn remove(&mut self, index: usize, value: &str, key: &ObjectKey) {
+        let (vh, kh) = (
+            self.hasher.hash_one(value),
+            self.hasher.hash_one(key.as_str()),
+        );
         let generation = self.generation;
-        let Some((_, trie)) = self.master.indices.get_mut(index) else {
+        let Some((_, trie)) = self.indices.get_mut(index) else {
             return;
         };
         let Some(set) = trie.get_mut(generation, &mut self.retired.values, vh, value) else {
@@ -192,7 +224,7 @@ impl<K> WriteBatch<'_, K> {
     }
 
     fn reindex(&mut self, key: &ObjectKey, old: Option<&K>, new: Option<&K>) {
-        let index_fns = Arc::clone(&self.state.index_fns);
+        let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
                 && (std::ptr::eq(old, new) || f.known_unchanged(old, new))
@@ -209,10 +241,10 @@ impl<K> WriteBatch<'_, K> {
                 continue;
             }
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
-                self.state.remove_from_index(i, v, key);
+                edit.remove(i, v, key);
             }
             for v in new_values.iter().filter(|v| !old_values.contains(v)) {
-                self.state.add_to_index(i, v, key);
+                edit.add(i, v, key);
             }
         }
     }

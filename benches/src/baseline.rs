@@ -33,12 +33,12 @@ impl<K> RwLockStore<K> {
 /// counted nodes (imbl), arc-swapped after each batch. Kept to measure the
 /// current trie against it in the same run.
 pub struct ImblStore<K> {
-    current: ArcSwap<
-        imbl::GenericHashMap<ObjectKey, Arc<K>, Hasher, imbl::shared_ptr::DefaultSharedPtr>,
-    >,
-    writer:
-        Mutex<imbl::GenericHashMap<ObjectKey, Arc<K>, Hasher, imbl::shared_ptr::DefaultSharedPtr>>,
+    current: ArcSwap<ImblMap<K>>,
+    writer: Mutex<ImblMap<K>>,
 }
+
+type ImblMap<K> =
+    imbl::GenericHashMap<ObjectKey, Arc<K>, Hasher, imbl::shared_ptr::DefaultSharedPtr>;
 
 impl<K> Default for ImblStore<K> {
     fn default() -> Self {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
 use kube_core::Resource;
 
-use crate::delta::Delta;
+use crate::delta::{Delta, Deltas};
 use crate::fifo::{DeltaFifo, Popped};
 use crate::handler::Notification;
 use crate::indexer::{Indexer, WriteBatch};
@@ -41,67 +41,119 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
     /// Applies one batch: cache first, then handlers, then releases the keys.
     pub(crate) fn process(&self, batch: Vec<Popped<K>>) {
         let mut notes = Vec::with_capacity(batch.len());
+        let mut keys = Vec::with_capacity(batch.len());
+        let mut tally = Tally::default();
         let ((), seq) = self.indexer.write(|w| {
-            for popped in &batch {
-                self.apply(w, popped, &mut notes);
+            for popped in batch {
+                Self::apply(
+                    w,
+                    &popped.key,
+                    popped.deltas,
+                    popped.is_in_initial_list,
+                    &mut notes,
+                    &mut tally,
+                );
+                keys.push((popped.key, popped.is_in_initial_list));
             }
         });
+        let c = &self.counters;
+        c.deltas.fetch_add(tally.deltas, Ordering::Relaxed);
+        c.unknown_deletes
+            .fetch_add(tally.unknown_deletes, Ordering::Relaxed);
         let regs = self.registrations.load();
-        for reg in regs.iter() {
-            if reg.start_seq.load(Ordering::SeqCst) < seq {
-                reg.push(&notes);
+        let mut due = regs
+            .iter()
+            .filter(|reg| reg.start_seq.load(Ordering::SeqCst) < seq)
+            .peekable();
+        while let Some(reg) = due.next() {
+            if due.peek().is_some() {
+                reg.push(notes.iter().map(|(k, n)| (k.clone(), n.clone())));
+            } else {
+                // The last registration takes the notifications themselves.
+                reg.push(notes.drain(..));
             }
         }
-        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        c.batches.fetch_add(1, Ordering::Relaxed);
         self.fifo
-            .done(batch.iter().map(|p| (&p.key, p.is_in_initial_list)));
+            .done(keys.iter().map(|(k, initial)| (k, *initial)));
         if !self.synced.load(Ordering::Relaxed) && self.fifo.has_synced() {
             self.synced.store(true, Ordering::SeqCst);
         }
     }
 
+    /// Applies the deltas of one key, turning each into a notification
+    /// (the delta's object moves into it).
     fn apply(
-        &self,
         w: &mut WriteBatch<'_, K>,
-        popped: &Popped<K>,
+        key: &ObjectKey,
+        deltas: Deltas<K>,
+        is_in_initial_list: bool,
         notes: &mut Vec<(ObjectKey, Notification<K>)>,
+        tally: &mut Tally,
     ) {
-        let key = &popped.key;
-        for delta in popped.deltas.iter() {
-            self.counters.deltas.fetch_add(1, Ordering::Relaxed);
+        for delta in deltas {
+            tally.deltas += 1;
             let note = match delta {
                 Delta::Deleted(d) => {
                     if w.remove(key).is_none() {
-                        self.counters
-                            .unknown_deletes
-                            .fetch_add(1, Ordering::Relaxed);
+                        tally.unknown_deletes += 1;
                         tracing::debug!(key = %key, "delete of a key that is not cached");
                     }
-                    Notification::Delete(d.clone())
+                    Notification::Delete(d)
                 }
-                Delta::Added(o) | Delta::Updated(o) | Delta::Replaced(o) | Delta::Sync(o) => {
-                    match w.upsert(key.clone(), Arc::clone(o)) {
-                        Some(old) => {
-                            let is_resync = match delta {
-                                Delta::Sync(_) => true,
-                                Delta::Replaced(_) => same_resource_version(&*old, &**o),
-                                _ => false,
-                            };
-                            Notification::Update {
-                                old,
-                                new: Arc::clone(o),
-                                is_resync,
-                            }
-                        }
-                        None => Notification::Add {
-                            obj: Arc::clone(o),
-                            is_in_initial_list: popped.is_in_initial_list,
-                        },
-                    }
+                Delta::Added(o) | Delta::Updated(o) => {
+                    upserted(w, key, o, Upsert::Change, is_in_initial_list)
                 }
+                Delta::Replaced(o) => upserted(w, key, o, Upsert::Replaced, is_in_initial_list),
+                Delta::Sync(o) => upserted(w, key, o, Upsert::Sync, is_in_initial_list),
             };
             notes.push((key.clone(), note));
         }
+    }
+}
+
+/// Counts of one batch, added to the shared counters once.
+#[derive(Default)]
+struct Tally {
+    deltas: u64,
+    unknown_deletes: u64,
+}
+
+/// Why an object is being stored.
+enum Upsert {
+    /// A change seen by the producer.
+    Change,
+    /// Listed by a relist: a resync when its resource version is unchanged.
+    Replaced,
+    /// A periodic resync.
+    Sync,
+}
+
+/// Stores `obj` and says what handlers hear of it.
+fn upserted<K: Resource>(
+    w: &mut WriteBatch<'_, K>,
+    key: &ObjectKey,
+    obj: Arc<K>,
+    how: Upsert,
+    is_in_initial_list: bool,
+) -> Notification<K> {
+    match w.upsert(key.clone(), Arc::clone(&obj)) {
+        Some(old) => {
+            let is_resync = match how {
+                Upsert::Change => false,
+                Upsert::Replaced => same_resource_version(&*old, &*obj),
+                Upsert::Sync => true,
+            };
+            Notification::Update {
+                old,
+                new: obj,
+                is_resync,
+            }
+        }
+        None => Notification::Add {
+            obj,
+            is_in_initial_list,
+        },
     }
 }
 

@@ -23,6 +23,9 @@ use crate::key::ObjectKey;
 
 type Hasher = foldhash::fast::RandomState;
 
+/// Most keys the delivery thread takes from its backlog under one lock.
+const DRAIN: usize = 256;
+
 struct Pending<K> {
     notes: Coalesced<Notification<K>>,
     initial: bool,
@@ -33,6 +36,8 @@ struct Backlog<K> {
     order: VecDeque<ObjectKey>,
     pending: HashMap<ObjectKey, Pending<K>, Hasher>,
     replay: Option<Arc<Snapshot<K>>>,
+    /// When the oldest key taken for delivery became pending.
+    delivering_since: Option<Instant>,
     closed: bool,
 }
 
@@ -52,6 +57,11 @@ pub(crate) struct Registration<K> {
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
     informer_synced: Arc<AtomicBool>,
+    /// Set by [`Registration::stop`]: the delivery thread checks it before
+    /// every call, without the backlog's lock.
+    stopping: AtomicBool,
+    /// Keys taken from the backlog and not yet delivered.
+    in_delivery: AtomicUsize,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -64,7 +74,8 @@ pub struct HandlerStats {
     pub delivered: u64,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
-    /// Keys with undelivered notifications, plus objects of the start-up
+    /// Keys with undelivered notifications (those taken for delivery
+    /// included), plus objects of the start-up
     /// replay not yet delivered.
     pub backlog: usize,
     /// How long the oldest undelivered notification has waited.
@@ -83,6 +94,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
                 order: VecDeque::new(),
                 pending: HashMap::with_hasher(Hasher::default()),
                 replay: None,
+                delivering_since: None,
                 closed: false,
             }),
             ready: Condvar::new(),
@@ -94,6 +106,8 @@ impl<K: Send + Sync + 'static> Registration<K> {
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
+            stopping: AtomicBool::new(false),
+            in_delivery: AtomicUsize::new(0),
             thread: Mutex::new(None),
         }
     }
@@ -124,7 +138,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
     }
 
     /// Queues notifications (called by the processor pool).
-    pub(crate) fn push(&self, notes: &[(ObjectKey, Notification<K>)]) {
+    pub(crate) fn push(&self, notes: impl IntoIterator<Item = (ObjectKey, Notification<K>)>) {
         let syncing = self.syncing.load(Ordering::Relaxed);
         let mut new_initial = 0;
         let mut pushed = false;
@@ -153,22 +167,22 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     continue;
                 }
                 pushed = true;
-                if let Some(p) = b.pending.get_mut(key) {
-                    p.notes.push(note.clone());
+                if let Some(p) = b.pending.get_mut(&key) {
+                    p.notes.push(note);
                     if initial && !p.initial {
                         p.initial = true;
                         new_initial += 1;
                     }
                 } else {
+                    b.order.push_back(key.clone());
                     b.pending.insert(
-                        key.clone(),
+                        key,
                         Pending {
-                            notes: Coalesced::new(note.clone()),
+                            notes: Coalesced::new(note),
                             initial,
                             since: now,
                         },
                     );
-                    b.order.push_back(key.clone());
                     new_initial += usize::from(initial);
                 }
             }
@@ -182,35 +196,48 @@ impl<K: Send + Sync + 'static> Registration<K> {
         }
     }
 
-    fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+    /// Waits for work: the start-up replay, or up to [`DRAIN`] keys'
+    /// notifications taken under one lock. `None` once stopped.
+    fn next_work(&self, taken: &mut Vec<Pending<K>>) -> Option<Option<Arc<Snapshot<K>>>> {
+        let mut b = self.backlog.lock();
+        // What was taken last time has been delivered.
+        b.delivering_since = None;
         loop {
-            // The replay is looked for on every wake-up, not only when the
-            // thread starts: the thread is spawned before `set_replay`, so
-            // checking once at start-up could miss it (the replay was then
-            // never delivered and `has_synced` never turned true). It is
-            // always set before any notification is pushed (both happen with
-            // the Indexer's writes paused, the replay first), so taking it
-            // before the queued keys keeps the replay ahead of them.
-            let (replay, next) = {
-                let mut b = self.backlog.lock();
-                loop {
-                    if b.closed {
-                        return;
-                    }
-                    if let Some(snapshot) = b.replay.take() {
-                        break (Some(snapshot), None);
-                    }
-                    if let Some(key) = b.order.pop_front()
-                        && let Some(p) = b.pending.remove(&key)
-                    {
-                        break (None, Some(p));
-                    }
-                    self.ready.wait(&mut b);
+            if b.closed {
+                return None;
+            }
+            if let Some(snapshot) = b.replay.take() {
+                return Some(Some(snapshot));
+            }
+            while taken.len() < DRAIN
+                && let Some(key) = b.order.pop_front()
+            {
+                if let Some(p) = b.pending.remove(&key) {
+                    taken.push(p);
                 }
-            };
+            }
+            if let Some(first) = taken.first() {
+                b.delivering_since = Some(first.since);
+                self.in_delivery.store(taken.len(), Ordering::Relaxed);
+                return Some(None);
+            }
+            self.ready.wait(&mut b);
+        }
+    }
+
+    fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+        let mut taken = Vec::with_capacity(DRAIN);
+        // The replay is looked for on every wake-up, not only when the
+        // thread starts: the thread is spawned before `set_replay`, so
+        // checking once at start-up could miss it (the replay was then never
+        // delivered and `has_synced` never turned true). It is always set
+        // before any notification is pushed (both happen with the Indexer's
+        // writes paused, the replay first), so taking it before the queued
+        // keys keeps the replay ahead of them.
+        while let Some(replay) = self.next_work(&mut taken) {
             if let Some(snapshot) = replay {
                 for (_, obj) in snapshot.iter() {
-                    if self.backlog.lock().closed {
+                    if self.stopping.load(Ordering::Relaxed) {
                         return;
                     }
                     let note = Notification::Add {
@@ -221,12 +248,17 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            let Some(next) = next else { continue };
-            for note in next.notes {
-                self.deliver(&mut *handler, &note);
-            }
-            if next.initial {
-                self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
+            for next in taken.drain(..) {
+                if self.stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+                for note in next.notes {
+                    self.deliver(&mut *handler, &note);
+                }
+                if next.initial {
+                    self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
+                }
+                self.in_delivery.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -255,17 +287,22 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
-            backlog: b.pending.len() + replay,
+            backlog: b.pending.len() + replay + self.in_delivery.load(Ordering::Relaxed),
             oldest_pending_age: b
-                .order
-                .front()
-                .and_then(|k| b.pending.get(k))
-                .map(|p| p.since.elapsed()),
+                .delivering_since
+                .or_else(|| {
+                    b.order
+                        .front()
+                        .and_then(|k| b.pending.get(k))
+                        .map(|p| p.since)
+                })
+                .map(|since| since.elapsed()),
         }
     }
 
     /// Stops delivery and joins the thread (unless called from it).
     pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         self.backlog.lock().closed = true;
         self.ready.notify_all();
         let handle = self.thread.lock().take();

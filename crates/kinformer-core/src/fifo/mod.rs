@@ -388,15 +388,16 @@ impl<K> DeltaFifo<K> {
             if was_initial {
                 st.initial_remaining = st.initial_remaining.saturating_sub(1);
             }
-            let Some(e) = st.items.get_mut(key) else {
+            // Most keys have nothing new: one lookup removes them; a key
+            // that got deltas meanwhile goes back, and rejoins the line.
+            let Some((key, mut e)) = st.items.remove_entry(key) else {
                 continue;
             };
-            e.in_flight = false;
-            e.in_flight_newest = None;
             if e.pending.is_some() {
+                e.in_flight = false;
+                e.in_flight_newest = None;
                 let _ = self.line_tx.send(key.clone());
-            } else {
-                st.items.remove(key);
+                st.items.insert(key, e);
             }
         }
     }

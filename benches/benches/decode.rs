@@ -1,0 +1,41 @@
+//! What decoding one object costs: the simulator's Pod (as the load tests
+//! serve it) decoded into k8s-openapi's `Pod` whole, without
+//! `metadata.managedFields` (skipped while parsing), and as metadata only.
+//! The informer decodes on its pool, so these costs bound how many watch
+//! events per second a core can take.
+
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::prune::from_slice_without_managed_fields;
+use kube_core::PartialObjectMeta;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn decode(c: &mut Criterion) {
+    let pod = kinformer_sim::template::pod("ns-1", "web-7d4b9c8f6-00000001", 7);
+    let bytes = serde_json::to_vec(&pod).expect("encode the template Pod");
+    let mut group = c.benchmark_group("decode_pod");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function("typed_whole", |b| {
+        b.iter(|| serde_json::from_slice::<Pod>(&bytes).expect("decode"))
+    });
+    group.bench_function("typed_skip_managed_fields", |b| {
+        b.iter(|| from_slice_without_managed_fields::<Pod>(&bytes).expect("decode"))
+    });
+    group.bench_function("metadata_skip_managed_fields", |b| {
+        b.iter(|| {
+            from_slice_without_managed_fields::<PartialObjectMeta<Pod>>(&bytes).expect("decode")
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);

@@ -1,13 +1,16 @@
 //! What decoding one object costs: the simulator's Pod (as the load tests
 //! serve it) decoded into k8s-openapi's `Pod` whole, without
-//! `metadata.managedFields` (skipped while parsing), and as metadata only.
-//! The informer decodes on its pool, so these costs bound how many watch
-//! events per second a core can take.
+//! `metadata.managedFields` (skipped while parsing), and as metadata only;
+//! with `serde_json` (what kube-rs does, and kinformer before simd-json) and
+//! with the reflector's decoder (`kinformer_reflector::json`, simd-json),
+//! in the same run. The informer decodes on its pool, so these costs bound
+//! how many watch events per second a core can take.
 
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::json;
 use kinformer_reflector::prune::from_slice_without_managed_fields;
 use kube_core::PartialObjectMeta;
 
@@ -23,16 +26,32 @@ fn decode(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Bytes(bytes.len() as u64));
-    group.bench_function("typed_whole", |b| {
+    group.bench_function("serde_json_typed_whole", |b| {
         b.iter(|| serde_json::from_slice::<Pod>(&bytes).expect("decode"))
     });
-    group.bench_function("typed_skip_managed_fields", |b| {
+    group.bench_function("serde_json_typed_whole_then_clone", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<Pod>(&bytes)
+                .expect("decode")
+                .clone()
+        })
+    });
+    group.bench_function("serde_json_typed_skip_managed_fields", |b| {
         b.iter(|| from_slice_without_managed_fields::<Pod>(&bytes).expect("decode"))
     });
-    group.bench_function("metadata_skip_managed_fields", |b| {
+    group.bench_function("serde_json_metadata_skip_managed_fields", |b| {
         b.iter(|| {
             from_slice_without_managed_fields::<PartialObjectMeta<Pod>>(&bytes).expect("decode")
         })
+    });
+    group.bench_function("kinformer_typed_whole", |b| {
+        b.iter(|| json::from_slice::<Pod>(&bytes, false).expect("decode"))
+    });
+    group.bench_function("kinformer_typed_skip_managed_fields", |b| {
+        b.iter(|| json::from_slice::<Pod>(&bytes, true).expect("decode"))
+    });
+    group.bench_function("kinformer_metadata_skip_managed_fields", |b| {
+        b.iter(|| json::from_slice::<PartialObjectMeta<Pod>>(&bytes, true).expect("decode"))
     });
     group.finish();
 }

@@ -128,12 +128,9 @@ pub fn decode_object_with<K: Resource + DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
 ) -> Result<K, ReflectorError> {
-    let obj: serde_json::Result<K> = if skip_managed_fields {
-        crate::prune::from_slice_without_managed_fields(bytes)
-    } else {
-        serde_json::from_slice(bytes)
-    };
-    check_name(obj.map_err(|e| ReflectorError::DecodeObject(e.to_string()))?)
+    let obj = crate::json::from_slice(bytes, skip_managed_fields)
+        .map_err(|e| ReflectorError::DecodeObject(e.to_string()))?;
+    check_name(obj)
 }
 
 /// Refuses objects without `metadata.name`.

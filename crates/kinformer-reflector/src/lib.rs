@@ -10,6 +10,7 @@
 //! - `list`: the paged LIST path, streamed into the queue;
 //! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
+//! - [`json`]: decoding one object (simd-json; lists at their exact size);
 //! - [`prune`]: decoding without `metadata.managedFields`;
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
@@ -30,6 +31,7 @@ pub mod decode;
 pub mod error;
 pub mod event;
 pub mod events;
+pub mod json;
 pub mod lines;
 mod list;
 pub mod metrics;

@@ -8,6 +8,7 @@
 //! no allocation), and only at `metadata.managedFields`: a field of that
 //! name anywhere else (a custom resource's spec, say) is kept.
 
+use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess,
@@ -27,12 +28,19 @@ pub fn from_slice_without_managed_fields<K: DeserializeOwned>(
     bytes: &[u8],
 ) -> serde_json::Result<K> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = K::deserialize(Pruning {
-        de: &mut de,
-        level: Level::Object,
-    })?;
+    let value = deserialize_without_managed_fields(&mut de)?;
     de.end()?;
     Ok(value)
+}
+
+/// Decodes a `K` from any deserializer, skipping `metadata.managedFields`.
+pub fn deserialize_without_managed_fields<'de, K: Deserialize<'de>, D: Deserializer<'de>>(
+    de: D,
+) -> Result<K, D::Error> {
+    K::deserialize(Pruning {
+        de,
+        level: Level::Object,
+    })
 }
 
 /// Where in the object the deserializer is.

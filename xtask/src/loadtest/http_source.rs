@@ -470,7 +470,7 @@ where
     if let Some(t) = args.decode_threads {
         b = b.decode_threads(t);
     }
-    b = b.compact_objects(!args.no_compact);
+    b = b.compact_objects(args.compact);
     b = b.reflector_config(
         kinformer::ReflectorConfig::default()
             .watch_list(!args.no_watch_list)

@@ -97,10 +97,11 @@ pub struct LoadtestArgs {
     /// (kube-rs's Store has none).
     #[arg(long)]
     pub no_builtin_indexes: bool,
-    /// Cache decoded objects as they are, without the compacting clone
-    /// (`compact_objects(false)`).
+    /// Cache a deep clone of each decoded object (`compact_objects(true)`;
+    /// off by default: the decoder already allocates lists at their exact
+    /// size).
     #[arg(long)]
-    pub no_compact: bool,
+    pub compact: bool,
     /// After the churn, force one relist (every watch answered 410) and
     /// report its peak RSS against the RSS before it (sim source).
     #[arg(long)]

@@ -1,0 +1,228 @@
+//! Decoding one object's JSON into its Rust type, with [`simd_json`].
+//!
+//! Two reasons over `serde_json` (measured in `cargo bench -p
+//! kinformer-benches --bench decode`):
+//! - speed: simd-json finds the document's structure with SIMD first, then
+//!   hands serde a tape of tokens;
+//! - exact sizes: the tape knows how long every array and object is, so
+//!   serde allocates each list at its exact size. Decoding with `serde_json`
+//!   grows lists by doubling and leaves the slack in the cached object.
+//!
+//! simd-json parses in place, so the bytes are first copied into a buffer
+//! kept per thread (with simd-json's own buffers). Its parser has no nesting
+//! limit, so the nesting depth is checked from the structural positions it
+//! found, before anything is deserialized: deeper than [`MAX_DEPTH`] is an
+//! error, as with `serde_json`.
+
+use std::cell::RefCell;
+
+use serde::de::DeserializeOwned;
+use simd_json::Buffers;
+
+/// Deepest nesting of arrays and objects accepted (`serde_json`'s limit).
+pub const MAX_DEPTH: usize = 128;
+
+/// Scratch buffers above this size are released after use rather than kept
+/// for the thread's next object.
+const KEEP_BYTES: usize = 4 << 20;
+
+/// Why an object's JSON could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON, or not the expected shape.
+    #[error(transparent)]
+    Syntax(#[from] simd_json::Error),
+    /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    #[error("JSON nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+}
+
+#[derive(Default)]
+struct Scratch {
+    input: Vec<u8>,
+    buffers: Buffers,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Decodes `bytes` as `K`, optionally skipping `metadata.managedFields`
+/// while decoding (see [`crate::prune`]).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// let json = br#"{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}"#;
+/// let whole: ConfigMap = kinformer_reflector::json::from_slice(json, false).unwrap();
+/// assert!(whole.metadata.managed_fields.is_some());
+/// let pruned: ConfigMap = kinformer_reflector::json::from_slice(json, true).unwrap();
+/// assert!(pruned.metadata.managed_fields.is_none());
+/// assert!(kinformer_reflector::json::from_slice::<ConfigMap>(b"{\"data\":", false).is_err());
+/// ```
+pub fn from_slice<K: DeserializeOwned>(
+    bytes: &[u8],
+    skip_managed_fields: bool,
+) -> Result<K, JsonError> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let Scratch { input, buffers } = &mut *scratch;
+            let decoded = decode(bytes, input, buffers, skip_managed_fields);
+            if input.capacity() > KEEP_BYTES {
+                *scratch = Scratch::default();
+            }
+            decoded
+        }
+        // Only reached if a `Deserialize` impl decodes JSON itself.
+        Err(_) => decode(
+            bytes,
+            &mut Vec::new(),
+            &mut Buffers::default(),
+            skip_managed_fields,
+        ),
+    })
+}
+
+fn decode<K: DeserializeOwned>(
+    bytes: &[u8],
+    input: &mut Vec<u8>,
+    buffers: &mut Buffers,
+    skip_managed_fields: bool,
+) -> Result<K, JsonError> {
+    input.clear();
+    input.extend_from_slice(bytes);
+    let mut de = simd_json::Deserializer::from_slice_with_buffers(input, buffers)?;
+    if nesting_depth(bytes, buffers.structural_indexes()) > MAX_DEPTH {
+        return Err(JsonError::TooDeep);
+    }
+    let value = if skip_managed_fields {
+        crate::prune::deserialize_without_managed_fields(&mut de)?
+    } else {
+        K::deserialize(&mut de)?
+    };
+    Ok(value)
+}
+
+/// The deepest nesting of the document, from the offsets of its structural
+/// characters (brackets inside strings are not structural).
+fn nesting_depth(bytes: &[u8], structural: &[u32]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for &at in structural {
+        match bytes.get(at as usize) {
+            Some(b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            Some(b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::DynamicObject;
+    use kube_core::PartialObjectMeta;
+
+    fn template_pod() -> Vec<u8> {
+        serde_json::to_vec(&kinformer_sim::template::pod("ns-1", "web-1", 7)).unwrap()
+    }
+
+    #[test]
+    fn a_typed_pod_decodes_as_serde_json_decodes_it() {
+        let bytes = template_pod();
+        let ours: Pod = from_slice(&bytes, false).unwrap();
+        let reference: Pod = serde_json::from_slice(&bytes).unwrap();
+        assert!(ours.metadata.managed_fields.is_some());
+        assert_eq!(ours, reference);
+
+        let pruned: Pod = from_slice(&bytes, true).unwrap();
+        let mut expected = reference;
+        expected.metadata.managed_fields = None;
+        assert_eq!(pruned, expected);
+    }
+
+    #[test]
+    fn lists_are_allocated_at_their_exact_length() {
+        let bytes = template_pod();
+        let pod: Pod = from_slice(&bytes, false).unwrap();
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.containers.capacity(), spec.containers.len());
+        let fields = pod.metadata.managed_fields.unwrap();
+        assert_eq!(fields.capacity(), fields.len());
+    }
+
+    #[test]
+    fn dynamic_and_metadata_only_objects_decode_as_with_serde_json() {
+        let json = br#"{"apiVersion":"x.dev/v1","kind":"X","metadata":{"name":"x","namespace":"n","labels":{"a":"b"}},"spec":{"int":-5,"big":18446744073709551615,"float":1.5e3,"esc":"q\"\\\u00e9\ud83d\ude00","nested":[[1,[2,{"k":null}]],true],"empty":{}}}"#;
+        let ours: DynamicObject = from_slice(json, false).unwrap();
+        let reference: DynamicObject = serde_json::from_slice(json).unwrap();
+        assert_eq!(ours.data, reference.data);
+        assert_eq!(ours.metadata, reference.metadata);
+        let meta: PartialObjectMeta<Pod> = from_slice(&template_pod(), true).unwrap();
+        assert_eq!(meta.metadata.name.as_deref(), Some("web-1"));
+        assert!(meta.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let bad: [&[u8]; 8] = [
+            b"",
+            b"{",
+            br#"{"metadata":{"name":"p"}} trailing"#,
+            br#"{"metadata":{"name":5}}"#,
+            br#"{"metadata":{"name":"\x"}}"#,
+            b"{\"metadata\":{\"name\":\"\xff\xfe\"}}",
+            br#"{"metadata":{"managedFields":[{]}}"#,
+            br#"[1,2,3]"#,
+        ];
+        for json in bad {
+            assert!(
+                from_slice::<Pod>(json, false).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(json)
+            );
+            assert!(from_slice::<Pod>(json, true).is_err());
+        }
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_refused() {
+        let nested = |n: usize| {
+            format!(
+                r#"{{"apiVersion":"x/v1","kind":"X","metadata":{{"name":"x"}},"spec":{}0{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        // The object and `spec`'s arrays: 1 + n levels.
+        let ok: DynamicObject = from_slice(nested(MAX_DEPTH - 1).as_bytes(), false).unwrap();
+        assert_eq!(ok.metadata.name.as_deref(), Some("x"));
+        assert!(matches!(
+            from_slice::<DynamicObject>(nested(MAX_DEPTH).as_bytes(), false),
+            Err(JsonError::TooDeep)
+        ));
+        assert!(matches!(
+            from_slice::<DynamicObject>(nested(100_000).as_bytes(), false),
+            Err(JsonError::TooDeep)
+        ));
+        // Brackets inside strings do not count.
+        let brackets = format!(
+            r#"{{"apiVersion":"x/v1","kind":"X","metadata":{{"name":"{}"}}}}"#,
+            "[{".repeat(500)
+        );
+        assert!(from_slice::<DynamicObject>(brackets.as_bytes(), false).is_ok());
+    }
+
+    #[test]
+    fn large_objects_do_not_stay_in_the_scratch_buffer() {
+        let big = format!(
+            r#"{{"apiVersion":"x/v1","kind":"X","metadata":{{"name":"x"}},"spec":"{}"}}"#,
+            "a".repeat(KEEP_BYTES + 1)
+        );
+        let _: DynamicObject = from_slice(big.as_bytes(), false).unwrap();
+        SCRATCH.with(|s| assert!(s.borrow().input.capacity() <= KEEP_BYTES));
+    }
+}

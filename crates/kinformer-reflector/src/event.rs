@@ -2,14 +2,17 @@
 //! trusting it: malformed JSON, unknown types, missing objects and objects
 //! without a name are typed errors, never panics.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 use kube_core::Resource;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::value::RawValue;
 
 use crate::error::ReflectorError;
+use crate::event_line::{Line, LineSeed, ObjectEvent};
 use crate::transport::StatusBody;
 
 /// The annotation of the bookmark that ends a WatchList's initial events.
@@ -44,13 +47,13 @@ struct RawEvent<'a> {
 }
 
 #[derive(Deserialize, Default)]
-struct BookmarkObject {
+pub(crate) struct BookmarkObject {
     #[serde(default)]
     metadata: BookmarkMeta,
 }
 
 #[derive(Deserialize, Default)]
-struct BookmarkMeta {
+pub(crate) struct BookmarkMeta {
     #[serde(default, rename = "resourceVersion")]
     resource_version: Option<String>,
     #[serde(default)]
@@ -74,7 +77,47 @@ pub fn decode_event<K: Resource + DeserializeOwned>(
 
 /// [`decode_event`], optionally skipping the object's
 /// `metadata.managedFields` while decoding (see [`crate::prune`]).
+///
+/// The line is parsed once: the object is decoded as its type (read first,
+/// as the apiserver writes it) says. A line whose `object` comes before its
+/// `type` takes a slower path that finds the object first.
 pub fn decode_event_with<K: Resource + DeserializeOwned>(
+    line: &[u8],
+    skip_managed_fields: bool,
+) -> Result<WatchEvent<K>, ReflectorError> {
+    let in_object = Cell::new(false);
+    let parsed = crate::json::with_document(line, |de| {
+        LineSeed {
+            skip_managed_fields,
+            in_object: &in_object,
+            object: PhantomData,
+        }
+        .deserialize(de)
+    });
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) if in_object.get() => return Err(ReflectorError::DecodeObject(e.to_string())),
+        Err(e) => return Err(ReflectorError::MalformedEvent(e.to_string())),
+    };
+    match parsed {
+        Line::Object(ty, obj) => {
+            let obj = check_name(obj)?;
+            Ok(match ty {
+                ObjectEvent::Added => WatchEvent::Added(obj),
+                ObjectEvent::Modified => WatchEvent::Modified(obj),
+                ObjectEvent::Deleted => WatchEvent::Deleted(obj),
+            })
+        }
+        Line::Bookmark(b) => Ok(bookmark(b)),
+        Line::Error(status) => Ok(error_event(status)),
+        Line::Unknown(ty) => Err(ReflectorError::UnknownEventType(ty)),
+        Line::MissingObject(ty) => Err(ReflectorError::MissingObject(ty)),
+        Line::ObjectFirst => decode_event_in_two_passes(line, skip_managed_fields),
+    }
+}
+
+/// The slow path: find the object's bytes with `serde_json`, then decode them.
+fn decode_event_in_two_passes<K: Resource + DeserializeOwned>(
     line: &[u8],
     skip_managed_fields: bool,
 ) -> Result<WatchEvent<K>, ReflectorError> {
@@ -84,37 +127,41 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
         raw.object
             .ok_or_else(|| ReflectorError::MissingObject(ty.into()))
     };
+    let decode = |ty: &str| decode_object_with(object(ty)?.get().as_bytes(), skip_managed_fields);
     match raw.ty.as_str() {
-        "ADDED" => decode_object_with(object("ADDED")?.get().as_bytes(), skip_managed_fields)
-            .map(WatchEvent::Added),
-        "MODIFIED" => decode_object_with(object("MODIFIED")?.get().as_bytes(), skip_managed_fields)
-            .map(WatchEvent::Modified),
-        "DELETED" => decode_object_with(object("DELETED")?.get().as_bytes(), skip_managed_fields)
-            .map(WatchEvent::Deleted),
+        "ADDED" => decode("ADDED").map(WatchEvent::Added),
+        "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
+        "DELETED" => decode("DELETED").map(WatchEvent::Deleted),
         "BOOKMARK" => {
             let b: BookmarkObject = serde_json::from_str(object("BOOKMARK")?.get())
                 .map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
-            let initial_events_end = b
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(INITIAL_EVENTS_END_ANNOTATION))
-                .is_some_and(|v| v == "true");
-            Ok(WatchEvent::Bookmark {
-                resource_version: b.metadata.resource_version.unwrap_or_default(),
-                initial_events_end,
-            })
+            Ok(bookmark(b))
         }
-        "ERROR" => {
-            let st: StatusBody = raw
-                .object
-                .and_then(|o| serde_json::from_str(o.get()).ok())
-                .unwrap_or_default();
-            let code = st.code;
-            Ok(WatchEvent::Error(st.into_error(code, None)))
-        }
+        "ERROR" => Ok(error_event(
+            raw.object.and_then(|o| serde_json::from_str(o.get()).ok()),
+        )),
         other => Err(ReflectorError::UnknownEventType(other.to_string())),
     }
+}
+
+fn bookmark<K>(b: BookmarkObject) -> WatchEvent<K> {
+    let initial_events_end = b
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INITIAL_EVENTS_END_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    WatchEvent::Bookmark {
+        resource_version: b.metadata.resource_version.unwrap_or_default(),
+        initial_events_end,
+    }
+}
+
+/// An `ERROR` event; a status that cannot be read counts as an empty one.
+fn error_event<K>(status: Option<StatusBody>) -> WatchEvent<K> {
+    let st = status.unwrap_or_default();
+    let code = st.code;
+    WatchEvent::Error(st.into_error(code, None))
 }
 
 /// Decodes one object and checks it can be cached (has a name).
@@ -192,6 +239,70 @@ mod tests {
         assert!(matches!(
             decode_event::<Pod>(b"{\"type\":\"MODIFIED\",\"object\":{this is not json}"),
             Err(ReflectorError::MalformedEvent(_))
+        ));
+    }
+
+    /// A line as the apiserver writes it: `type` first.
+    fn pod_line(ty: &str) -> Vec<u8> {
+        let pod = kinformer_sim::template::pod("ns-1", "web-1", 7);
+        format!(r#"{{"type":"{ty}","object":{pod}}}"#).into_bytes()
+    }
+
+    fn object_of(e: WatchEvent<Pod>) -> (&'static str, Pod) {
+        match e {
+            WatchEvent::Added(p) => ("ADDED", p),
+            WatchEvent::Modified(p) => ("MODIFIED", p),
+            WatchEvent::Deleted(p) => ("DELETED", p),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_pass_decodes_as_two_passes_do() {
+        for ty in ["ADDED", "MODIFIED", "DELETED"] {
+            for skip in [false, true] {
+                let line = pod_line(ty);
+                let one = object_of(decode_event_with::<Pod>(&line, skip).unwrap());
+                let two = object_of(decode_event_in_two_passes::<Pod>(&line, skip).unwrap());
+                assert_eq!(one, two);
+                assert_eq!(one.0, ty);
+                assert_eq!(one.1.metadata.managed_fields.is_none(), skip);
+            }
+        }
+    }
+
+    #[test]
+    fn object_before_type_and_escaped_or_extra_keys_still_decode() {
+        let pod = kinformer_sim::template::pod("ns-1", "web-1", 7);
+        let object_first = serde_json::to_vec(&serde_json::json!({"object": pod})).unwrap();
+        // {"object":{..}} then ,"type":"MODIFIED"}: serde_json keeps the order given.
+        let mut line = object_first[..object_first.len() - 1].to_vec();
+        line.extend_from_slice(br#","type":"MODIFIED"}"#);
+        assert_eq!(object_of(decode_event::<Pod>(&line).unwrap()).0, "MODIFIED");
+
+        let escaped = br#"{"extra":[1,{"a":2}],"type":"ADDED","object":{"metadata":{"name":"p"}},"more":null}"#;
+        let (ty, p) = object_of(decode_event::<Pod>(escaped).unwrap());
+        assert_eq!((ty, p.metadata.name.as_deref()), ("ADDED", Some("p")));
+    }
+
+    #[test]
+    fn an_unreadable_error_status_is_an_empty_one() {
+        let line = br#"{"type":"ERROR","object":{"code":"not a number"}}"#;
+        assert!(matches!(
+            decode_event::<Pod>(line),
+            Ok(WatchEvent::Error(_))
+        ));
+        assert!(matches!(
+            decode_event::<Pod>(br#"{"type":"ERROR"}"#),
+            Ok(WatchEvent::Error(_))
+        ));
+        assert!(matches!(
+            decode_event::<Pod>(br#"{"object":{}}"#),
+            Err(ReflectorError::MalformedEvent(_))
+        ));
+        assert!(matches!(
+            decode_event::<Pod>(br#"{"type":"BOOKMARK"}"#),
+            Err(ReflectorError::MissingObject(_))
         ));
     }
 

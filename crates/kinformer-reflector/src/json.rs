@@ -63,43 +63,51 @@ pub fn from_slice<K: DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
 ) -> Result<K, JsonError> {
+    with_document(bytes, |de| {
+        if skip_managed_fields {
+            crate::prune::deserialize_without_managed_fields(de)
+        } else {
+            K::deserialize(de)
+        }
+    })
+}
+
+/// Parses `bytes` (checking the nesting depth) and hands the deserializer
+/// to `f`, with the per-thread buffers.
+pub(crate) fn with_document<T, F>(bytes: &[u8], f: F) -> Result<T, JsonError>
+where
+    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
+{
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => {
             let Scratch { input, buffers } = &mut *scratch;
-            let decoded = decode(bytes, input, buffers, skip_managed_fields);
+            let decoded = parse(bytes, input, buffers, f);
             if input.capacity() > KEEP_BYTES {
                 *scratch = Scratch::default();
             }
             decoded
         }
         // Only reached if a `Deserialize` impl decodes JSON itself.
-        Err(_) => decode(
-            bytes,
-            &mut Vec::new(),
-            &mut Buffers::default(),
-            skip_managed_fields,
-        ),
+        Err(_) => parse(bytes, &mut Vec::new(), &mut Buffers::default(), f),
     })
 }
 
-fn decode<K: DeserializeOwned>(
+fn parse<T, F>(
     bytes: &[u8],
     input: &mut Vec<u8>,
     buffers: &mut Buffers,
-    skip_managed_fields: bool,
-) -> Result<K, JsonError> {
+    f: F,
+) -> Result<T, JsonError>
+where
+    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
+{
     input.clear();
     input.extend_from_slice(bytes);
     let mut de = simd_json::Deserializer::from_slice_with_buffers(input, buffers)?;
     if nesting_depth(bytes, buffers.structural_indexes()) > MAX_DEPTH {
         return Err(JsonError::TooDeep);
     }
-    let value = if skip_managed_fields {
-        crate::prune::deserialize_without_managed_fields(&mut de)?
-    } else {
-        K::deserialize(&mut de)?
-    };
-    Ok(value)
+    Ok(f(&mut de)?)
 }
 
 /// The deepest nesting of the document, from the offsets of its structural

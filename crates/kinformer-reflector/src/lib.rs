@@ -16,6 +16,7 @@
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
 //! - [`backoff`]: client-go's exponential backoff with jitter and reset;
 //! - [`event`]: decoding one watch event line;
+//! - `event_line`: a watch line read in one pass (type first, then the object);
 //! - [`lines`]: splitting a response body into lines with an idle timeout;
 //! - [`transport`]: sending requests and classifying failures;
 //! - [`error`]: typed errors ([`ReflectorError`]);
@@ -30,6 +31,7 @@ pub mod config;
 pub mod decode;
 pub mod error;
 pub mod event;
+mod event_line;
 pub mod events;
 pub mod json;
 pub mod lines;

@@ -53,6 +53,12 @@ fn decode(c: &mut Criterion) {
     group.bench_function("kinformer_metadata_skip_managed_fields", |b| {
         b.iter(|| json::from_slice::<PartialObjectMeta<Pod>>(&bytes, true).expect("decode"))
     });
+    // A whole watch line, as the apiserver writes it (`type` first): parsed
+    // once, the object decoded as its type says.
+    let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
+    group.bench_function("kinformer_watch_line_typed_whole", |b| {
+        b.iter(|| kinformer_reflector::event::decode_event::<Pod>(&line).expect("decode"))
+    });
     group.finish();
 }
 

@@ -23,9 +23,6 @@ use crate::key::ObjectKey;
 
 type Hasher = foldhash::fast::RandomState;
 
-/// Most keys the delivery thread takes from its backlog under one lock.
-const DRAIN: usize = 256;
-
 struct Pending<K> {
     notes: Coalesced<Notification<K>>,
     initial: bool,
@@ -36,8 +33,6 @@ struct Backlog<K> {
     order: VecDeque<ObjectKey>,
     pending: HashMap<ObjectKey, Pending<K>, Hasher>,
     replay: Option<Arc<Snapshot<K>>>,
-    /// When the oldest key taken for delivery became pending.
-    delivering_since: Option<Instant>,
     closed: bool,
 }
 
@@ -57,11 +52,6 @@ pub(crate) struct Registration<K> {
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
     informer_synced: Arc<AtomicBool>,
-    /// Set by [`Registration::stop`]: the delivery thread checks it before
-    /// every call, without the backlog's lock.
-    stopping: AtomicBool,
-    /// Keys taken from the backlog and not yet delivered.
-    in_delivery: AtomicUsize,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -74,8 +64,7 @@ pub struct HandlerStats {
     pub delivered: u64,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
-    /// Keys with undelivered notifications (those taken for delivery
-    /// included), plus objects of the start-up
+    /// Keys with undelivered notifications, plus objects of the start-up
     /// replay not yet delivered.
     pub backlog: usize,
     /// How long the oldest undelivered notification has waited.
@@ -94,7 +83,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
                 order: VecDeque::new(),
                 pending: HashMap::with_hasher(Hasher::default()),
                 replay: None,
-                delivering_since: None,
                 closed: false,
             }),
             ready: Condvar::new(),
@@ -106,8 +94,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
-            stopping: AtomicBool::new(false),
-            in_delivery: AtomicUsize::new(0),
             thread: Mutex::new(None),
         }
     }
@@ -196,48 +182,35 @@ impl<K: Send + Sync + 'static> Registration<K> {
         }
     }
 
-    /// Waits for work: the start-up replay, or up to [`DRAIN`] keys'
-    /// notifications taken under one lock. `None` once stopped.
-    fn next_work(&self, taken: &mut Vec<Pending<K>>) -> Option<Option<Arc<Snapshot<K>>>> {
-        let mut b = self.backlog.lock();
-        // What was taken last time has been delivered.
-        b.delivering_since = None;
-        loop {
-            if b.closed {
-                return None;
-            }
-            if let Some(snapshot) = b.replay.take() {
-                return Some(Some(snapshot));
-            }
-            while taken.len() < DRAIN
-                && let Some(key) = b.order.pop_front()
-            {
-                if let Some(p) = b.pending.remove(&key) {
-                    taken.push(p);
-                }
-            }
-            if let Some(first) = taken.first() {
-                b.delivering_since = Some(first.since);
-                self.in_delivery.store(taken.len(), Ordering::Relaxed);
-                return Some(None);
-            }
-            self.ready.wait(&mut b);
-        }
-    }
-
     fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
-        let mut taken = Vec::with_capacity(DRAIN);
-        // The replay is looked for on every wake-up, not only when the
-        // thread starts: the thread is spawned before `set_replay`, so
-        // checking once at start-up could miss it (the replay was then never
-        // delivered and `has_synced` never turned true). It is always set
-        // before any notification is pushed (both happen with the Indexer's
-        // writes paused, the replay first), so taking it before the queued
-        // keys keeps the replay ahead of them.
-        while let Some(replay) = self.next_work(&mut taken) {
+        loop {
+            // The replay is looked for on every wake-up, not only when the
+            // thread starts: the thread is spawned before `set_replay`, so
+            // checking once at start-up could miss it (the replay was then
+            // never delivered and `has_synced` never turned true). It is
+            // always set before any notification is pushed (both happen with
+            // the Indexer's writes paused, the replay first), so taking it
+            // before the queued keys keeps the replay ahead of them.
+            let (replay, next) = {
+                let mut b = self.backlog.lock();
+                loop {
+                    if b.closed {
+                        return;
+                    }
+                    if let Some(snapshot) = b.replay.take() {
+                        break (Some(snapshot), None);
+                    }
+                    if let Some(key) = b.order.pop_front()
+                        && let Some(p) = b.pending.remove(&key)
+                    {
+                        break (None, Some(p));
+                    }
+                    self.ready.wait(&mut b);
+                }
+            };
             if let Some(snapshot) = replay {
                 for (_, obj) in snapshot.iter() {
-                    if self.stopping.load(Ordering::Relaxed) {
+                    if self.backlog.lock().closed {
                         return;
                     }
                     let note = Notification::Add {
@@ -248,17 +221,12 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            for next in taken.drain(..) {
-                if self.stopping.load(Ordering::Relaxed) {
-                    return;
-                }
-                for note in next.notes {
-                    self.deliver(&mut *handler, &note);
-                }
-                if next.initial {
-                    self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
-                }
-                self.in_delivery.fetch_sub(1, Ordering::Relaxed);
+            let Some(next) = next else { continue };
+            for note in next.notes {
+                self.deliver(&mut *handler, &note);
+            }
+            if next.initial {
+                self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
@@ -287,22 +255,17 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
-            backlog: b.pending.len() + replay + self.in_delivery.load(Ordering::Relaxed),
+            backlog: b.pending.len() + replay,
             oldest_pending_age: b
-                .delivering_since
-                .or_else(|| {
-                    b.order
-                        .front()
-                        .and_then(|k| b.pending.get(k))
-                        .map(|p| p.since)
-                })
-                .map(|since| since.elapsed()),
+                .order
+                .front()
+                .and_then(|k| b.pending.get(k))
+                .map(|p| p.since.elapsed()),
         }
     }
 
     /// Stops delivery and joins the thread (unless called from it).
     pub(crate) fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
         self.backlog.lock().closed = true;
         self.ready.notify_all();
         let handle = self.thread.lock().take();

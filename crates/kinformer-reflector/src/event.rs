@@ -271,6 +271,31 @@ mod tests {
         }
     }
 
+    /// Which path a line takes: the one-pass reader must answer with the
+    /// object for a type-first line, and hand an object-first line back.
+    fn one_pass(line: &[u8]) -> Line<Pod> {
+        let in_object = Cell::new(false);
+        crate::json::with_document(line, |de| {
+            LineSeed {
+                skip_managed_fields: false,
+                in_object: &in_object,
+                object: PhantomData,
+            }
+            .deserialize(de)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_type_first_line_is_read_in_one_pass() {
+        assert!(matches!(
+            one_pass(&pod_line("MODIFIED")),
+            Line::Object(ObjectEvent::Modified, _)
+        ));
+        let object_first = br#"{"object":{"metadata":{"name":"p"}},"type":"ADDED"}"#;
+        assert!(matches!(one_pass(object_first), Line::ObjectFirst));
+    }
+
     #[test]
     fn object_before_type_and_escaped_or_extra_keys_still_decode() {
         let pod = kinformer_sim::template::pod("ns-1", "web-1", 7);

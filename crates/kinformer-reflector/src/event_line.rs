@@ -126,11 +126,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
     type Value = K;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<K, D::Error> {
-        if self.skip_managed_fields {
-            crate::prune::deserialize_without_managed_fields(de)
-        } else {
-            K::deserialize(de)
-        }
+        crate::prune::deserialize_object(de, self.skip_managed_fields)
     }
 }
 

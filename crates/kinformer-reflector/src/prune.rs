@@ -43,6 +43,19 @@ pub fn deserialize_without_managed_fields<'de, K: Deserialize<'de>, D: Deseriali
     })
 }
 
+/// Decodes a `K` from any deserializer, skipping `metadata.managedFields`
+/// when asked to.
+pub(crate) fn deserialize_object<'de, K: Deserialize<'de>, D: Deserializer<'de>>(
+    de: D,
+    skip_managed_fields: bool,
+) -> Result<K, D::Error> {
+    if skip_managed_fields {
+        deserialize_without_managed_fields(de)
+    } else {
+        K::deserialize(de)
+    }
+}
+
 /// Where in the object the deserializer is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Level {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Standing fault configuration; switchable at run time. All fractions are in `0.0..=1.0`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +136,12 @@ pub enum FaultAction {
     },
     /// Close every watch and drop the event history: resumes need a relist.
     Restart,
+    /// Stall every watch, open or new: each queues its live events and sends nothing of them (no
+    /// bookmarks either) until [`FaultAction::ReleaseWatches`]. A stalled server, and the load
+    /// test's in-memory feed: a backlog written as fast as the client reads it.
+    HoldWatches,
+    /// End [`FaultAction::HoldWatches`]: every watch sends its queued events at once.
+    ReleaseWatches,
 }
 
 /// A message to every open watch.
@@ -197,6 +203,7 @@ pub struct Faults {
     config: RwLock<FaultConfig>,
     expire_next: AtomicU64,
     control: broadcast::Sender<Control>,
+    hold: watch::Sender<bool>,
     /// The counters.
     pub counters: FaultCounters,
 }
@@ -218,6 +225,7 @@ impl Faults {
             config: RwLock::new(config),
             expire_next: AtomicU64::new(0),
             control: broadcast::channel(64).0,
+            hold: watch::Sender::new(false),
             counters: FaultCounters::default(),
         }
     }
@@ -241,6 +249,17 @@ impl Faults {
     /// Send a control message to every open watch.
     pub fn broadcast(&self, c: Control) {
         let _ = self.control.send(c);
+    }
+
+    /// Hold (`true`) or release (`false`) every watch's events.
+    pub fn set_hold(&self, held: bool) {
+        tracing::info!(held, "watch hold changed");
+        self.hold.send_replace(held);
+    }
+
+    /// Follow the hold state (see [`FaultAction::HoldWatches`]).
+    pub fn hold_receiver(&self) -> watch::Receiver<bool> {
+        self.hold.subscribe()
     }
 
     /// Arm a forced 410 for the next `n` watches.

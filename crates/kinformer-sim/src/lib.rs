@@ -34,6 +34,7 @@ pub mod metadata;
 pub mod object;
 pub mod params;
 pub mod resource;
+pub mod restamp;
 pub mod routes;
 pub mod selector;
 pub mod server;

@@ -194,6 +194,8 @@ pub fn apply_action(shared: &Shared, action: &FaultAction) {
             bump(&shared.faults.counters.restarts);
             shared.store.restart();
         }
+        FaultAction::HoldWatches => shared.faults.set_hold(true),
+        FaultAction::ReleaseWatches => shared.faults.set_hold(false),
     }
 }
 

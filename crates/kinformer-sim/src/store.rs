@@ -570,6 +570,57 @@ impl Store {
         Ok(ev.obj.clone())
     }
 
+    /// Commit a `Modified` (or `Deleted`) event for an object whose only change is its stamps: the
+    /// next resourceVersion and, when on, the commit time ([`crate::restamp`]; no JSON value, no
+    /// re-encoding). `None` when the object is gone, `ty` is `Added`, or the object does not hold
+    /// its stamps in the form the store writes them; the caller then takes the general
+    /// [`Store::update`] or [`Store::delete`] path.
+    pub fn restamp(
+        &self,
+        res: ResourceId,
+        namespace: &str,
+        name: &str,
+        ty: EventType,
+    ) -> Option<Arc<StoredObject>> {
+        if ty == EventType::Added {
+            return None;
+        }
+        let key = object_key(namespace, name);
+        let mut inner = self.inner.write();
+        let old = inner.res.get(res)?.objects.get(&key)?.clone();
+        let rv = inner.rv + 1;
+        let commit = self
+            .cfg
+            .stamp_commit_time
+            .then(|| now_unix_nanos().to_string());
+        let mut line = Vec::new();
+        let (start, end) = crate::restamp::restamp_line(
+            &mut line,
+            ty.line_prefix(),
+            &old.bytes,
+            old.meta.rv,
+            &rv.to_string(),
+            commit.as_deref(),
+            LINE_SUFFIX,
+        )?;
+        let mut meta = old.meta.clone();
+        meta.rv = rv;
+        let ev = self
+            .apply(
+                &mut inner,
+                res,
+                ty,
+                key,
+                Bytes::from(line),
+                start,
+                end,
+                meta,
+                Some(old),
+            )
+            .ok()?;
+        Some(ev.obj.clone())
+    }
+
     /// Apply a JSON merge patch (retrying internally on concurrent writes, like the apiserver).
     pub fn patch(
         &self,

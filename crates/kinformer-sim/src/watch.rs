@@ -135,6 +135,9 @@ impl Watcher {
         let shared = self.shared.clone();
         let faults = &shared.faults;
         let mut control = faults.subscribe();
+        let mut hold = faults.hold_receiver();
+        // Live events queued while the watches are held.
+        let mut held = Batch::default();
         if faults.take_expire_next() {
             bump(&faults.counters.watches_expired);
             let rv = shared.store.current_rv();
@@ -176,8 +179,14 @@ impl Watcher {
         tick.tick().await;
         let mut last_bookmark = self.last_rv;
         loop {
+            let holding = *hold.borrow_and_update();
+            if !holding && !held.lines.is_empty() {
+                self.send_held(std::mem::take(&mut held)).await?;
+            }
             tokio::select! {
                 biased;
+                // A change of the hold is read at the top of the loop.
+                Ok(()) = hold.changed() => {}
                 c = control.recv() => {
                     match c {
                         Ok(Control::Close(f)) if roll(f) => {
@@ -215,7 +224,11 @@ impl Watcher {
                                 Err(_) => break,
                             }
                         }
-                        self.send_batch(batch).await?;
+                        if holding {
+                            held.append(batch);
+                        } else {
+                            self.send_batch(batch).await?;
+                        }
                         if let Some(n) = lagged {
                             return self.lagged(n).await;
                         }
@@ -223,7 +236,7 @@ impl Watcher {
                     Err(broadcast::error::RecvError::Lagged(n)) => return self.lagged(n).await,
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
-                _ = tick.tick(), if self.req.bookmarks => {
+                _ = tick.tick(), if self.req.bookmarks && !holding => {
                     if let Some(rv) = shared.store.bookmark_rv(&rx) {
                         let rv = rv.max(self.last_rv);
                         if rv >= last_bookmark {
@@ -277,6 +290,18 @@ impl Watcher {
             .events_sent
             .fetch_add(count, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Send the events queued during a hold, as chunks of up to [`BATCH`] bytes.
+    async fn send_held(&self, held: Batch) -> Result<(), Closed> {
+        let mut chunk = Batch::default();
+        for line in held.lines {
+            if chunk.len + line.len() > BATCH && !chunk.lines.is_empty() {
+                self.send_batch(std::mem::take(&mut chunk)).await?;
+            }
+            chunk.push(line);
+        }
+        self.send_batch(chunk).await
     }
 
     async fn send_initial(&self, initial: &crate::store::ObjectMap) -> Result<(), Closed> {
@@ -389,6 +414,11 @@ impl Batch {
     fn push(&mut self, line: Bytes) {
         self.len += line.len();
         self.lines.push(line);
+    }
+
+    fn append(&mut self, other: Batch) {
+        self.len += other.len;
+        self.lines.extend(other.lines);
     }
 }
 

@@ -295,3 +295,39 @@ async fn admin_endpoint_switches_faults_at_runtime() {
     let report: kinformer_sim::ChurnReport = serde_json::from_str(&body).unwrap();
     assert!(report.updates > 10 && report.creates == 0, "{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_watches_send_nothing_until_released_then_everything_in_order() {
+    let (sim, client) = start(Sim::builder()).await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    let mut s = watch_now(&api, sim.handle().current_rv()).await;
+    while sim.handle().stats().watches_open < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sim.handle().trigger(FaultAction::HoldWatches);
+    fill(&sim, "default", 50);
+    // Held: not one of the 50 events arrives.
+    let quiet = tokio::time::timeout(Duration::from_millis(300), s.next()).await;
+    assert!(
+        quiet.is_err(),
+        "an event went out during the hold: {quiet:?}"
+    );
+    sim.handle().trigger(FaultAction::ReleaseWatches);
+    let mut names = Vec::new();
+    while names.len() < 50 {
+        match within(s.try_next()).await.unwrap().unwrap() {
+            WatchEvent::Added(p) => names.push(p.metadata.name.unwrap()),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    let want: Vec<String> = (0..50).map(|i| format!("p-{i:03}")).collect();
+    assert_eq!(names, want);
+    // Released: new events flow again.
+    sim.handle()
+        .create("pods", pod("default", "after", json!({}), "n"))
+        .unwrap();
+    match within(s.try_next()).await.unwrap().unwrap() {
+        WatchEvent::Added(p) => assert_eq!(p.metadata.name.as_deref(), Some("after")),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}

@@ -573,3 +573,51 @@ async fn watcher_and_reflector_store_equal_the_sim_after_churn() {
     assert_eq!(got, want);
     driver.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_churn_updates_distinct_objects_by_restamping_them() {
+    let (sim, client) = start(Sim::builder()).await;
+    sim.handle().fill("pods", 200, 4).unwrap();
+    let (_, before) = sim.handle().keys_and_versions("pods").unwrap();
+    let before: BTreeMap<String, u64> = before.into_iter().collect();
+    let churn = sim
+        .handle()
+        .churn(kinformer_sim::ChurnConfig {
+            kind: "pods".into(),
+            rate_per_sec: None,
+            duration: Duration::from_secs(60),
+            updates: 1,
+            creates: 0,
+            deletes: 0,
+            max_writes: Some(150),
+            round_robin: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let report = tokio::task::spawn_blocking(move || churn.join())
+        .await
+        .unwrap();
+    assert_eq!((report.updates, report.errors), (150, 0), "{report:?}");
+    let (_, after) = sim.handle().keys_and_versions("pods").unwrap();
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, rv)| before.get(k) != Some(rv))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed.len(), 150, "each update went to another object");
+    // The restamped object is the old one with a new resourceVersion and commit time.
+    let (ns, name) = changed[0].split_once('/').unwrap();
+    let api: Api<Pod> = Api::namespaced(client, ns);
+    let pod = within(api.get(name)).await.unwrap();
+    let rv: u64 = pod
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv > before[changed[0].as_str()]);
+    let stamp = &pod.metadata.annotations.as_ref().unwrap()[COMMIT_ANNOTATION];
+    assert!(stamp.parse::<u128>().is_ok(), "{stamp}");
+    assert_eq!(pod.metadata.generation, Some(1));
+}

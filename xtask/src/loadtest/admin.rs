@@ -59,6 +59,38 @@ impl SimAdmin {
         Ok(n("updates") + n("creates") + n("deletes"))
     }
 
+    /// Commits `count` updates as fast as the server can, each to a different
+    /// object while `count` does not exceed the objects. Returns the number
+    /// of committed updates.
+    pub async fn update_each_once(&self, count: u64) -> anyhow::Result<u64> {
+        let body = json!({
+            "kind": "pods",
+            "rate_per_sec": null,
+            "duration_ms": 3_600_000u64,
+            "updates": 1, "creates": 0, "deletes": 0,
+            "max_writes": count,
+            "round_robin": true,
+        });
+        let report = self.call("POST", "/__sim/churn", Some(body)).await?;
+        Ok(report.get("updates").and_then(Value::as_u64).unwrap_or(0))
+    }
+
+    /// Holds (`true`) or releases every watch's events.
+    pub async fn hold_watches(&self, held: bool) -> anyhow::Result<()> {
+        let action = if held {
+            "hold_watches"
+        } else {
+            "release_watches"
+        };
+        self.call(
+            "POST",
+            "/__sim/faults/actions",
+            Some(json!({"action": action})),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Ends every open watch with a 410 Expired ERROR event (clients relist).
     pub async fn expire_watches(&self) -> anyhow::Result<()> {
         let body = json!({"action": "expire_watches", "fraction": 1.0});

@@ -74,7 +74,15 @@ impl Server {
         }
     }
 
+    /// With `--burst N`: holds the watches and commits N updates; the
+    /// caller releases them with [`Server::release`]. Without it: the live
+    /// churn.
     async fn churn(&self, args: &LoadtestArgs) -> anyhow::Result<u64> {
+        if let (Some(n), Self::Sim(_, admin)) = (args.burst, self) {
+            admin.hold_watches(true).await?;
+            eprintln!("burst: {n} updates committed while the watches are held ...");
+            return admin.update_each_once(n).await;
+        }
         match self {
             Self::Sim(_, admin) => {
                 admin
@@ -85,6 +93,14 @@ impl Server {
                 d.churn(args.objects, args.churn, args.churn_duration())
                     .await
             }
+        }
+    }
+
+    /// Ends the hold of `--burst`.
+    async fn release(&self) -> anyhow::Result<()> {
+        match self {
+            Self::Sim(_, admin) => admin.hold_watches(false).await,
+            Self::Cluster(_) => Ok(()),
         }
     }
 
@@ -351,9 +367,22 @@ where
     }
     let steady_rss = rss_bytes();
 
-    for s in &stats {
-        s.recording.store(true, Ordering::SeqCst);
+    if args.burst.is_some() && !matches!(server, Server::Sim(..)) {
+        bail!("--burst needs the sim source");
     }
+    let record = || {
+        for s in &stats {
+            s.recording.store(true, Ordering::SeqCst);
+        }
+    };
+    // A burst's updates are committed before the clock starts.
+    let burst_made = match args.burst {
+        Some(_) => Some(rt.block_on(server.churn(args))?),
+        None => {
+            record();
+            None
+        }
+    };
     let keys = caches[0]
         .keys_and_versions()
         .into_iter()
@@ -363,7 +392,14 @@ where
     let reader_cache = Arc::clone(&caches[0]);
     let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
     let start = Instant::now();
-    let changes = rt.block_on(server.churn(args))?;
+    let changes = match burst_made {
+        Some(n) => {
+            record();
+            rt.block_on(server.release())?;
+            n
+        }
+        None => rt.block_on(server.churn(args))?,
+    };
     let target = rt.block_on(server.target_rv())?;
     let mut polls = 0u64;
     let caught_up = wait_for(Duration::from_secs(120), || {
@@ -420,6 +456,7 @@ where
         handlers: args.handlers,
         initial_sync_seconds,
         changes_made: changes,
+        burst: args.burst.is_some(),
         updates_per_second: stats[0].recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
         lag_p50_us: p50,
         lag_p99_us: p99,

@@ -21,6 +21,9 @@ pub struct Report {
     pub initial_sync_seconds: f64,
     /// Changes the source made during churn.
     pub changes_made: u64,
+    /// Whether the changes were a `--burst` (committed while the watches
+    /// were held, timed from their release).
+    pub burst: bool,
     /// Changes per second observed by the first handler during churn.
     pub updates_per_second: f64,
     /// Source commit → handler call latency, median, microseconds.
@@ -73,14 +76,25 @@ impl Report {
                 "initial sync",
                 format!("{:.2} s", self.initial_sync_seconds),
             ),
-            ("changes made", self.changes_made.to_string()),
+            (
+                if self.burst {
+                    "changes made (burst)"
+                } else {
+                    "changes made"
+                },
+                self.changes_made.to_string(),
+            ),
             (
                 "updates/s (handler)",
                 format!("{:.0}", self.updates_per_second),
             ),
             (
                 "lag p50 / p99",
-                format!("{} us / {} us", self.lag_p50_us, self.lag_p99_us),
+                if self.burst {
+                    "- (burst: includes the hold)".into()
+                } else {
+                    format!("{} us / {} us", self.lag_p50_us, self.lag_p99_us)
+                },
             ),
             ("reads/s", format!("{:.0}", self.reads_per_second)),
             ("peak RSS", format!("{:.1} MiB", mib(self.peak_rss_bytes))),

@@ -237,6 +237,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         handlers: args.handlers,
         initial_sync_seconds,
         changes_made: changes,
+        burst: false,
         updates_per_second: recorded as f64 / churn_seconds,
         lag_p50_us: p50,
         lag_p99_us: p99,

@@ -29,6 +29,7 @@ pub mod churn;
 pub mod discovery;
 pub mod faults;
 pub mod history;
+pub mod json_scan;
 pub mod list;
 pub mod metadata;
 pub mod object;

@@ -174,12 +174,16 @@ struct MetaOnly<'a> {
 
 /// Append the `PartialObjectMetadata` form of an encoded object to `out`.
 pub fn write_partial(obj: &[u8], out: &mut Vec<u8>) {
-    let raw = serde_json::from_slice::<MetaOnly<'_>>(obj)
-        .ok()
-        .and_then(|m| m.metadata)
-        .map(RawValue::get);
+    // Stored objects are valid JSON (the store encoded them), so the `metadata` member can be cut
+    // by a scan that stops after it; anything the scan does not expect goes through serde_json.
+    let raw = crate::json_scan::member(obj, b"metadata").or_else(|| {
+        serde_json::from_slice::<MetaOnly<'_>>(obj)
+            .ok()
+            .and_then(|m| m.metadata)
+            .map(|r| r.get().as_bytes())
+    });
     out.extend_from_slice(OBJ_PREFIX);
-    out.extend_from_slice(raw.unwrap_or("{}").as_bytes());
+    out.extend_from_slice(raw.unwrap_or(b"{}"));
     out.push(b'}');
 }
 

@@ -53,6 +53,25 @@ fn decode(c: &mut Criterion) {
     group.bench_function("kinformer_metadata_skip_managed_fields", |b| {
         b.iter(|| json::from_slice::<PartialObjectMeta<Pod>>(&bytes, true).expect("decode"))
     });
+    // The metadata-only document a metadata watch carries
+    // (`PartialObjectMetadata`, `managedFields` included), as a whole line.
+    let meta_line = [
+        br#"{"type":"MODIFIED","object":"#.as_slice(),
+        &kinformer_sim::metadata::partial(&bytes),
+        b"}",
+    ]
+    .concat();
+    group.bench_function("serde_json_metadata_line_skip_managed_fields", |b| {
+        b.iter(|| serde_metadata_line(&meta_line))
+    });
+    group.bench_function("kinformer_metadata_line_skip_managed_fields", |b| {
+        b.iter(|| {
+            kinformer_reflector::event::decode_event_with::<PartialObjectMeta<Pod>>(
+                &meta_line, true,
+            )
+            .expect("decode")
+        })
+    });
     // A whole watch line, as the apiserver writes it (`type` first): parsed
     // once, the object decoded as its type says.
     let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
@@ -72,6 +91,19 @@ fn decode(c: &mut Criterion) {
         b.iter(|| kinformer_reflector::event::decode_event::<Pod>(&object_first).expect("decode"))
     });
     group.finish();
+}
+
+/// A metadata-only watch line decoded with `serde_json` the way kube-rs
+/// reads one: the line's object found first, then decoded without
+/// `managedFields`.
+fn serde_metadata_line(line: &[u8]) -> PartialObjectMeta<Pod> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        object: &'a serde_json::value::RawValue,
+    }
+    let l: Line<'_> = serde_json::from_slice(line).expect("line");
+    from_slice_without_managed_fields(l.object.get().as_bytes()).expect("decode")
 }
 
 criterion_group!(benches, decode);

@@ -265,36 +265,51 @@ fn memory_is_bounded_by_distinct_keys() {
 }
 
 #[test]
-fn first_replace_is_staged_and_queued_in_one_step() {
+fn first_replace_streams_and_syncs_only_after_it_finishes_and_is_processed() {
     let (f, _) = fifo();
     let mut session = f.begin_replace().unwrap();
     session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Replaced, 1, false)]),
+        "the first list is queued as it arrives"
+    );
     session.push(vec![f.prepare(cm("b", 1)).unwrap()]).unwrap();
     session.delete(f.prepare(cm("b", 2)).unwrap()).unwrap();
-    assert!(
-        f.try_pop_batch(10).is_empty(),
-        "first list visible before it ended"
-    );
     assert!(!f.has_synced());
     session.finish("5").unwrap();
     assert!(!f.has_synced(), "synced before the list was processed");
     assert_eq!(
         pop_now(&f).unwrap(),
-        ("ns/a".into(), vec![(Replaced, 1, false)])
+        (
+            "ns/b".into(),
+            vec![(Replaced, 1, false), (Deleted, 2, false)]
+        ),
+        "b, listed then deleted during the list"
     );
-    assert!(pop_now(&f).is_none(), "b was deleted during the list");
+    assert!(pop_now(&f).is_none());
     assert!(f.has_synced());
     assert_eq!(f.last_sync_resource_version(), "5");
 }
 
 #[test]
-fn abandoned_first_replace_queues_nothing() {
+fn abandoned_first_replace_leaves_what_it_queued_and_never_syncs() {
     let (f, _) = fifo();
     let mut session = f.begin_replace().unwrap();
     session.push(vec![f.prepare(cm("a", 1)).unwrap()]).unwrap();
     drop(session);
-    assert!(pop_now(&f).is_none());
-    assert!(!f.has_synced());
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Replaced, 1, false)])
+    );
+    assert!(!f.has_synced(), "no list finished");
+    // The next list is the first list again, and syncs.
+    f.replace(vec![cm("a", 2)], "7").unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        ("ns/a".into(), vec![(Replaced, 2, false)])
+    );
+    assert!(f.has_synced());
 }
 
 /// A FIFO whose first list is done and processed: `old` and `kept` cached.

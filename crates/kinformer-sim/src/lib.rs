@@ -8,6 +8,7 @@
 //! Module map:
 //! - [`server`]: builder, serving, handles, background start, fault driver;
 //! - [`store`], [`history`], [`object`]: objects as pre-encoded bytes, the event ring, one RV counter;
+//! - [`restamp`], [`json_scan`]: new versions and metadata cut from the stored bytes, unparsed;
 //! - [`routes`], [`params`], [`list`], [`watch`], [`metadata`], [`discovery`]: the API surface;
 //! - [`selector`]: label and field selectors; [`status`]: `Status` errors;
 //! - [`faults`], [`stats`], [`admin`]: faults, counters and the `/__sim/` admin API;
@@ -20,7 +21,8 @@
 //! - `GET /__sim/stats` — [`Stats`] counters, including [`FaultCounts`];
 //! - `GET /__sim/faults`, `PUT /__sim/faults` — the standing [`FaultConfig`];
 //! - `PUT /__sim/faults/{schedule}` — one of [`FaultSchedule::NAMES`];
-//! - `POST /__sim/faults/actions` — a one-shot [`FaultAction`], e.g. `{"action":"restart"}`;
+//! - `POST /__sim/faults/actions` — a one-shot [`FaultAction`], e.g. `{"action":"restart"}` or
+//!   `{"action":"hold_watches"}` / `{"action":"release_watches"}`;
 //! - `POST /__sim/fill` — `{"kind":"pods","objects":N,"namespaces":K}`, answers when done;
 //! - `POST /__sim/churn` — a [`ChurnConfig`] (`duration_ms`), answers with the [`ChurnReport`].
 

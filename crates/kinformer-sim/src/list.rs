@@ -9,7 +9,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::metadata::{Representation, write_partial};
+use crate::metadata::{Representation, write_partial_stored};
 use crate::object::StoredObject;
 use crate::params::{ListParams, RvMatch, parse_rv};
 use crate::resource::{ResourceDef, ResourceId};
@@ -287,7 +287,7 @@ pub fn body_stream(
                         crate::metadata::write_without_type_meta(&items[i].bytes, &mut buf)
                     }
                     Representation::Full => buf.extend_from_slice(&items[i].bytes),
-                    Representation::Metadata => write_partial(&items[i].bytes, &mut buf),
+                    Representation::Metadata => write_partial_stored(&items[i], &mut buf),
                 }
                 i += 1;
             }

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::history::{Event, EventType, LINE_SUFFIX};
+use crate::object::StoredObject;
 
 /// What the client asked for in `Accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +188,19 @@ pub fn write_partial(obj: &[u8], out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
+/// Append the `PartialObjectMetadata` form of a stored object to `out` (its `metadata` located
+/// when it was stored).
+pub fn write_partial_stored(obj: &StoredObject, out: &mut Vec<u8>) {
+    match obj.metadata_bytes() {
+        Some(md) => {
+            out.extend_from_slice(OBJ_PREFIX);
+            out.extend_from_slice(md);
+            out.push(b'}');
+        }
+        None => write_partial(&obj.bytes, out),
+    }
+}
+
 /// The `PartialObjectMetadata` form of an encoded object.
 pub fn partial(obj: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(512);
@@ -197,7 +211,13 @@ pub fn partial(obj: &[u8]) -> Bytes {
 /// The metadata-only watch line of an event, built once and cached on the event.
 pub fn event_line(ev: &Event) -> Bytes {
     ev.meta_line
-        .get_or_init(|| typed_line(ev.ty, &ev.obj.bytes, Representation::Metadata))
+        .get_or_init(|| {
+            let mut out = Vec::with_capacity(ev.obj.bytes.len() / 2 + 64);
+            out.extend_from_slice(ev.ty.line_prefix());
+            write_partial_stored(&ev.obj, &mut out);
+            out.extend_from_slice(LINE_SUFFIX);
+            Bytes::from(out)
+        })
         .clone()
 }
 
@@ -233,6 +253,23 @@ mod tests {
             m.remove("kind");
             assert_eq!(v, want, "{}", String::from_utf8_lossy(&out));
         }
+    }
+
+    #[test]
+    fn a_stored_object_is_cut_where_its_metadata_was_found_when_stored() {
+        let bytes = serde_json::to_vec(&crate::template::pod("ns-1", "p-1", 1)).unwrap();
+        let stored = StoredObject::new(Bytes::from(bytes.clone()), Default::default());
+        assert!(stored.metadata_at.is_some());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        write_partial_stored(&stored, &mut a);
+        write_partial(&bytes, &mut b);
+        assert_eq!(a, b);
+        // No metadata member: the general path (an empty one).
+        let bare = StoredObject::new(Bytes::from_static(b"{\"kind\":\"X\"}"), Default::default());
+        assert_eq!(bare.metadata_at, None);
+        a.clear();
+        write_partial_stored(&bare, &mut a);
+        assert!(a.ends_with(b"\"metadata\":{}}"));
     }
 
     #[test]

@@ -115,6 +115,9 @@ pub struct StoredObject {
     pub bytes: Bytes,
     /// Parsed fields.
     pub meta: ObjMeta,
+    /// Where the `metadata` member's value lies in `bytes`, found once when the object is stored
+    /// (metadata-only responses cut it out per request).
+    pub metadata_at: Option<std::ops::Range<usize>>,
 }
 
 /// An object encoded outside the store lock, its resourceVersion (and commit time) left to stamp at
@@ -132,6 +135,24 @@ pub struct PreEncoded {
 }
 
 impl StoredObject {
+    /// An object as stored, its `metadata` member located.
+    pub fn new(bytes: Bytes, meta: ObjMeta) -> Self {
+        let metadata_at = crate::json_scan::member(&bytes, b"metadata").map(|m| {
+            let start = m.as_ptr() as usize - bytes.as_ptr() as usize;
+            start..start + m.len()
+        });
+        Self {
+            bytes,
+            meta,
+            metadata_at,
+        }
+    }
+
+    /// The `metadata` member's value, if the object has one.
+    pub fn metadata_bytes(&self) -> Option<&[u8]> {
+        self.metadata_at.clone().and_then(|r| self.bytes.get(r))
+    }
+
     /// Parse the stored bytes back into a JSON value.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         serde_json::from_slice(&self.bytes)

@@ -750,10 +750,7 @@ impl Store {
         prev: Option<Arc<StoredObject>>,
     ) -> Result<Arc<Event>, ApiError> {
         let rv = meta.rv;
-        let stored = Arc::new(StoredObject {
-            bytes: line.slice(start..end),
-            meta,
-        });
+        let stored = Arc::new(StoredObject::new(line.slice(start..end), meta));
         let ev = Arc::new(Event {
             rv,
             ty,

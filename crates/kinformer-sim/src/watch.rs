@@ -326,7 +326,7 @@ impl Watcher {
             buf.extend_from_slice(EventType::Added.line_prefix());
             match self.req.repr {
                 Representation::Full => buf.extend_from_slice(&obj.bytes),
-                Representation::Metadata => metadata::write_partial(&obj.bytes, &mut buf),
+                Representation::Metadata => metadata::write_partial_stored(&obj, &mut buf),
             }
             buf.extend_from_slice(crate::history::LINE_SUFFIX);
             count += 1;

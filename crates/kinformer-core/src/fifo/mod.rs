@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 use kube_core::Resource;
@@ -25,6 +26,10 @@ use crate::error::FifoError;
 use crate::index::panic_message;
 use crate::indexer::Indexer;
 use crate::key::ObjectKey;
+
+/// How long [`DeltaFifo::pop_batch`] waits for a batch to fill while a full
+/// list streams in.
+pub const LIST_LINGER: Duration = Duration::from_millis(10);
 
 mod replace;
 
@@ -138,6 +143,8 @@ pub struct DeltaFifo<K> {
     close_tx: Mutex<Option<Sender<()>>>,
     close_rx: Receiver<()>,
     closed: AtomicBool,
+    /// Full lists open ([`ReplaceSession`]s not yet finished or dropped).
+    open_lists: AtomicUsize,
     known: Indexer<K>,
     transform: Option<Transform<K>>,
     counters: Counters,
@@ -158,6 +165,7 @@ impl<K: Resource> DeltaFifo<K> {
             }),
             line_tx,
             line_rx,
+            open_lists: AtomicUsize::new(0),
             close_tx: Mutex::new(Some(close_tx)),
             close_rx,
             closed: AtomicBool::new(false),
@@ -319,7 +327,10 @@ impl<K> DeltaFifo<K> {
     }
 
     /// Like [`DeltaFifo::pop`], but takes up to `max` keys at once (at least
-    /// one; more only if they are already waiting).
+    /// one; more if they are already waiting). While a full list streams in
+    /// (a [`ReplaceSession`] is open), it waits up to [`LIST_LINGER`] for
+    /// the batch to fill: a list's items arrive a few hundred at a time, and
+    /// applying them in large batches shares the Indexer's path copies.
     pub fn pop_batch(&self, max: usize) -> Option<Vec<Popped<K>>> {
         loop {
             if self.is_closed() {
@@ -330,10 +341,20 @@ impl<K> DeltaFifo<K> {
                 recv(self.close_rx) -> _ => return None,
             };
             let mut keys = vec![first];
-            while keys.len() < max.max(1) {
+            let max = max.max(1);
+            while keys.len() < max {
                 match self.line_rx.try_recv() {
                     Ok(k) => keys.push(k),
                     Err(_) => break,
+                }
+            }
+            if keys.len() < max && self.open_lists.load(Ordering::Relaxed) > 0 {
+                let deadline = Instant::now() + LIST_LINGER;
+                while keys.len() < max {
+                    match self.line_rx.recv_deadline(deadline) {
+                        Ok(k) => keys.push(k),
+                        Err(_) => break,
+                    }
                 }
             }
             let batch = self.take(keys);

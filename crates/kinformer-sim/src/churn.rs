@@ -227,14 +227,7 @@ fn update_one(
     name: &str,
     seq: u64,
 ) -> Result<(), ApiError> {
-    // A template object carries its stamps: splice new ones in (the fast path: no decoding,
-    // editing and re-encoding of the object).
-    if shared.store.stamps_commit_time()
-        && shared
-            .store
-            .restamp(res, ns, name, EventType::Modified)
-            .is_some()
-    {
+    if restamped(shared, res, ns, name, EventType::Modified) {
         return Ok(());
     }
     let Some(cur) = shared.store.get(res, ns, name) else {
@@ -281,15 +274,17 @@ fn create_one(
 
 /// Delete one object; a stamped object's DELETED line is spliced from its stored bytes.
 fn delete_one(shared: &SharedRef, res: ResourceId, ns: &str, name: &str) -> Result<(), ApiError> {
-    if shared.store.stamps_commit_time()
-        && shared
-            .store
-            .restamp(res, ns, name, EventType::Deleted)
-            .is_some()
-    {
+    if restamped(shared, res, ns, name, EventType::Deleted) {
         return Ok(());
     }
     shared.store.delete(res, ns, name, None).map(|_| ())
+}
+
+/// The fast path of an update or delete: a template object carries its stamps, so the new
+/// version is the stored bytes with new stamps spliced in (no decoding, editing and re-encoding).
+/// False when the store does not stamp or the object does not carry them.
+fn restamped(shared: &SharedRef, res: ResourceId, ns: &str, name: &str, ty: EventType) -> bool {
+    shared.store.stamps_commit_time() && shared.store.restamp(res, ns, name, ty).is_some()
 }
 
 /// Fill a resource with `objects` template objects spread over `namespaces` namespaces (creating the

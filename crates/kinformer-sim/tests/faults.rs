@@ -22,15 +22,20 @@ async fn watch_now(
         .boxed()
 }
 
+/// Waits until the sim counts `n` open watches.
+async fn watches_open(sim: &kinformer_sim::RunningSim, n: i64) {
+    while sim.handle().stats().watches_open < n {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_watches_ends_open_streams_and_is_counted() {
     let (sim, client) = start(Sim::builder()).await;
     let api: Api<Pod> = Api::namespaced(client, "default");
     let mut s1 = watch_now(&api, sim.handle().current_rv()).await;
     let mut s2 = watch_now(&api, sim.handle().current_rv()).await;
-    while sim.handle().stats().watches_open < 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    watches_open(&sim, 2).await;
     sim.handle()
         .trigger(FaultAction::CloseWatches { fraction: 1.0 });
     assert!(within(s1.next()).await.is_none());
@@ -66,9 +71,7 @@ async fn forced_410_on_next_watch_and_on_open_watches() {
     let (sim, client) = start(Sim::builder()).await;
     let api: Api<Pod> = Api::namespaced(client, "default");
     let mut open = watch_now(&api, sim.handle().current_rv()).await;
-    while sim.handle().stats().watches_open < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    watches_open(&sim, 1).await;
     sim.handle()
         .trigger(FaultAction::ExpireWatches { fraction: 1.0 });
     match within(open.try_next()).await.unwrap().unwrap() {
@@ -301,9 +304,7 @@ async fn held_watches_send_nothing_until_released_then_everything_in_order() {
     let (sim, client) = start(Sim::builder()).await;
     let api: Api<Pod> = Api::namespaced(client, "default");
     let mut s = watch_now(&api, sim.handle().current_rv()).await;
-    while sim.handle().stats().watches_open < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    watches_open(&sim, 1).await;
     sim.handle().trigger(FaultAction::HoldWatches);
     fill(&sim, "default", 50);
     // Held: not one of the 50 events arrives.

@@ -20,5 +20,10 @@ done
 for impl in kinformer kube-rs; do
   ./target/release/xtask loadtest --objects 1000000 --metadata-only --transform skip-managed-fields --duration 10 --relist --quiet --impl $impl --json "$O/lt-1m-$impl.json" > "$O/lt-1m-$impl.txt" 2>&1
 done
+# Updates/s delivered through a held backlog (the sim's cost taken out).
+for impl in kinformer kube-rs; do
+  ./target/release/xtask loadtest --objects 100000 --burst 200000 --readers 0 --quiet --impl $impl --json "$O/lt-burst-100k-$impl.json" > "$O/lt-burst-100k-$impl.txt" 2>&1
+  ./target/release/xtask loadtest --objects 1000000 --metadata-only --transform skip-managed-fields --burst 400000 --readers 0 --quiet --impl $impl --json "$O/lt-burst-1m-$impl.json" > "$O/lt-burst-1m-$impl.txt" 2>&1
+done
 ./target/release/xtask loadtest --objects 20000 --duration 20 --faults chaos --quiet --json "$O/lt-chaos.json" > "$O/lt-chaos.txt" 2>&1
 uptime > "$O/uptime-end.txt"

@@ -384,3 +384,21 @@ fn delete_during_a_relist_is_queued_and_not_tombstoned_again() {
     assert!(pop_now(&f).is_none());
     assert_eq!(f.stats().tombstones, 0);
 }
+
+#[test]
+fn while_a_list_streams_batches_are_larger() {
+    use kinformer_core::fifo::LIST_BATCH_FACTOR;
+    let (f, _) = fifo();
+    let mut session = f.begin_replace().unwrap();
+    let n = 2 * LIST_BATCH_FACTOR + 3;
+    let objs: Vec<_> = (0..n)
+        .map(|i| f.prepare(cm(&format!("k{i}"), 1)).unwrap())
+        .collect();
+    session.push(objs).unwrap();
+    let batch = f.pop_batch(2).unwrap();
+    assert_eq!(batch.len(), 2 * LIST_BATCH_FACTOR, "a list's batch");
+    f.done(batch.iter().map(|p| (&p.key, p.is_in_initial_list)));
+    session.finish("3").unwrap();
+    let batch = f.pop_batch(2).unwrap();
+    assert_eq!(batch.len(), 2, "the plain batch once the list ended");
+}

@@ -31,6 +31,14 @@ use crate::key::ObjectKey;
 /// list streams in.
 pub const LIST_LINGER: Duration = Duration::from_millis(10);
 
+/// How many times the consumer's batch size [`DeltaFifo::pop_batch`] takes
+/// while a full list streams in. At a million objects a batch of 4096
+/// touches ~2,600 of the 4,096 third-level nodes of every large trie (the
+/// cache and each big index value's set) once each, so every change copies
+/// a node; four times the batch shares most of those copies (1M
+/// metadata-only sync: ~8% faster in interleaved runs, session 5).
+pub const LIST_BATCH_FACTOR: usize = 4;
+
 mod replace;
 
 pub use replace::ReplaceSession;
@@ -328,9 +336,10 @@ impl<K> DeltaFifo<K> {
 
     /// Like [`DeltaFifo::pop`], but takes up to `max` keys at once (at least
     /// one; more if they are already waiting). While a full list streams in
-    /// (a [`ReplaceSession`] is open), it waits up to [`LIST_LINGER`] for
-    /// the batch to fill: a list's items arrive a few hundred at a time, and
-    /// applying them in large batches shares the Indexer's path copies.
+    /// (a [`ReplaceSession`] is open), it takes up to [`LIST_BATCH_FACTOR`]
+    /// times `max` and waits up to [`LIST_LINGER`] for the batch to fill: a
+    /// list's items arrive a few hundred at a time, and applying them in
+    /// large batches shares the Indexer's node copies between them.
     pub fn pop_batch(&self, max: usize) -> Option<Vec<Popped<K>>> {
         loop {
             if self.is_closed() {
@@ -341,14 +350,15 @@ impl<K> DeltaFifo<K> {
                 recv(self.close_rx) -> _ => return None,
             };
             let mut keys = vec![first];
-            let max = max.max(1);
+            let listing = self.open_lists.load(Ordering::Relaxed) > 0;
+            let max = max.max(1) * if listing { LIST_BATCH_FACTOR } else { 1 };
             while keys.len() < max {
                 match self.line_rx.try_recv() {
                     Ok(k) => keys.push(k),
                     Err(_) => break,
                 }
             }
-            if keys.len() < max && self.open_lists.load(Ordering::Relaxed) > 0 {
+            if keys.len() < max && listing {
                 let deadline = Instant::now() + LIST_LINGER;
                 while keys.len() < max {
                     match self.line_rx.recv_deadline(deadline) {

@@ -120,6 +120,14 @@ pub struct StoredObject {
     pub metadata_at: Option<std::ops::Range<usize>>,
 }
 
+/// Where the top-level `metadata` member's value lies in an encoded object.
+pub fn metadata_range(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+    crate::json_scan::member(bytes, b"metadata").map(|m| {
+        let start = m.as_ptr() as usize - bytes.as_ptr() as usize;
+        start..start + m.len()
+    })
+}
+
 /// An object encoded outside the store lock, its resourceVersion (and commit time) left to stamp at
 /// commit: the bulk-fill fast path (see [`crate::template::PodTemplate`]).
 #[derive(Debug, Clone, Default)]
@@ -130,17 +138,26 @@ pub struct PreEncoded {
     pub rv_at: usize,
     /// Where the commit-time digits go (inside the annotation's quotes), when stamped.
     pub commit_at: Option<usize>,
+    /// Where the `metadata` member's value lies in `bytes` (found outside the store lock).
+    pub metadata_at: Option<std::ops::Range<usize>>,
     /// Parsed fields; `rv` is set at commit.
     pub meta: ObjMeta,
 }
 
 impl StoredObject {
-    /// An object as stored, its `metadata` member located.
+    /// An object as stored, its `metadata` member located by a scan.
     pub fn new(bytes: Bytes, meta: ObjMeta) -> Self {
-        let metadata_at = crate::json_scan::member(&bytes, b"metadata").map(|m| {
-            let start = m.as_ptr() as usize - bytes.as_ptr() as usize;
-            start..start + m.len()
-        });
+        let metadata_at = metadata_range(&bytes);
+        Self::located(bytes, meta, metadata_at)
+    }
+
+    /// An object as stored whose `metadata` member is already located (e.g. carried over from the
+    /// version it was spliced from; `None` leaves metadata-only responses to scan for it).
+    pub fn located(
+        bytes: Bytes,
+        meta: ObjMeta,
+        metadata_at: Option<std::ops::Range<usize>>,
+    ) -> Self {
         Self {
             bytes,
             meta,

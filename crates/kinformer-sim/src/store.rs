@@ -15,6 +15,7 @@ use crate::object::{
     validate_name, with_metadata,
 };
 use crate::resource::{Registry, ResourceDef, ResourceId};
+use crate::restamp::{Splice, splice_line};
 use crate::status::ApiError;
 
 /// The annotation holding the commit wall-clock time in Unix nanoseconds.
@@ -423,46 +424,42 @@ impl Store {
             bytes,
             rv_at,
             commit_at,
+            metadata_at,
             mut meta,
         } = pre;
         let rv = inner.rv + 1;
         let rv_s = rv.to_string();
         let commit_s = commit_at.map(|_| now_unix_nanos().to_string());
-        let mut inserts = [(rv_at, rv_s.as_bytes()), (usize::MAX, &[][..])];
+        let mut edits = [Splice {
+            start: rv_at,
+            end: rv_at,
+            value: rv_s.as_bytes(),
+        }; 2];
+        let mut n = 1;
         if let (Some(at), Some(c)) = (commit_at, commit_s.as_deref()) {
-            inserts[1] = (at, c.as_bytes());
+            edits[1] = Splice {
+                start: at,
+                end: at,
+                value: c.as_bytes(),
+            };
+            n = 2;
         }
-        inserts.sort_unstable_by_key(|i| i.0);
         let ty = EventType::Added;
-        let prefix = ty.line_prefix();
-        let extra = rv_s.len() + commit_s.as_ref().map_or(0, String::len);
-        let mut line = Vec::with_capacity(prefix.len() + bytes.len() + extra + LINE_SUFFIX.len());
-        line.extend_from_slice(prefix);
-        let mut last = 0;
-        for (at, val) in inserts {
-            if at > bytes.len() || at < last {
-                continue;
-            }
-            line.extend_from_slice(&bytes[last..at]);
-            line.extend_from_slice(val);
-            last = at;
-        }
-        line.extend_from_slice(&bytes[last..]);
-        let end = line.len();
-        line.extend_from_slice(LINE_SUFFIX);
-        meta.rv = rv;
-        self.apply(
-            inner,
-            res,
-            ty,
-            key,
-            Bytes::from(line),
-            prefix.len(),
-            end,
-            meta,
-            None,
+        let mut line = Vec::new();
+        let done = splice_line(
+            &mut line,
+            ty.line_prefix(),
+            &bytes,
+            &mut edits[..n],
+            LINE_SUFFIX,
+            metadata_at,
         )
-        .map(|_| ())
+        .ok_or_else(|| ApiError::internal("a pre-encoded object's stamps are out of place"))?;
+        meta.rv = rv;
+        let line = Bytes::from(line);
+        let stored = StoredObject::located(line.slice(done.object), meta, done.kept);
+        self.apply(inner, res, ty, key, line, stored, None)
+            .map(|_| ())
     }
 
     fn commit_create(
@@ -594,29 +591,20 @@ impl Store {
             .stamp_commit_time
             .then(|| now_unix_nanos().to_string());
         let mut line = Vec::new();
-        let (start, end) = crate::restamp::restamp_line(
+        let done = crate::restamp::restamp_line(
             &mut line,
             ty.line_prefix(),
-            &old.bytes,
-            old.meta.rv,
+            &old,
             &rv.to_string(),
             commit.as_deref(),
             LINE_SUFFIX,
         )?;
         let mut meta = old.meta.clone();
         meta.rv = rv;
+        let line = Bytes::from(line);
+        let stored = StoredObject::located(line.slice(done.object), meta, done.kept);
         let ev = self
-            .apply(
-                &mut inner,
-                res,
-                ty,
-                key,
-                Bytes::from(line),
-                start,
-                end,
-                meta,
-                Some(old),
-            )
+            .apply(&mut inner, res, ty, key, line, stored, Some(old))
             .ok()?;
         Some(ev.obj.clone())
     }
@@ -731,11 +719,12 @@ impl Store {
         encoded.map_err(|e| ApiError::internal(e.to_string()))?;
         meta.rv = rv;
         let key = meta.key();
-        self.apply(inner, res, ty, key, line, prefix.len(), end, meta, prev)
+        let stored = StoredObject::new(line.slice(prefix.len()..end), meta);
+        self.apply(inner, res, ty, key, line, stored, prev)
     }
 
-    /// Record a committed change encoded as the watch `line` (the object is `line[start..end]`):
-    /// advance the resourceVersion, update the map, the history and the live watchers.
+    /// Record a committed change encoded as the watch `line` (`stored` is the object, a slice of
+    /// it): advance the resourceVersion, update the map, the history and the live watchers.
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
@@ -744,13 +733,11 @@ impl Store {
         ty: EventType,
         key: Arc<str>,
         line: Bytes,
-        start: usize,
-        end: usize,
-        meta: ObjMeta,
+        stored: StoredObject,
         prev: Option<Arc<StoredObject>>,
     ) -> Result<Arc<Event>, ApiError> {
-        let rv = meta.rv;
-        let stored = Arc::new(StoredObject::new(line.slice(start..end), meta));
+        let rv = stored.meta.rv;
+        let stored = Arc::new(stored);
         let ev = Arc::new(Event {
             rv,
             ty,

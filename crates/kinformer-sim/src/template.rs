@@ -235,6 +235,7 @@ impl PodTemplate {
         PreEncoded {
             rv_at: rv_at.unwrap_or(0),
             commit_at,
+            metadata_at: crate::object::metadata_range(&bytes),
             bytes,
             meta: ObjMeta {
                 namespace: namespace.to_string(),

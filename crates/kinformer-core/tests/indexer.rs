@@ -234,6 +234,39 @@ fn snapshots_outlive_the_indexer_and_every_object_is_released_once() {
     }
 }
 
+#[test]
+fn garbage_of_a_snapshot_a_reader_released_is_freed_by_the_writer() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    let key = |o: &ConfigMap| kinformer_core::ObjectKey::of(o).unwrap();
+    let v1 = Arc::new(cm_labels("a", 1, &[]));
+    let other = Arc::new(cm_labels("b", 1, &[]));
+    indexer.write(|w| drop(w.upsert(key(&v1), Arc::clone(&v1))));
+    let reader = indexer.snapshot();
+    // Replacing `a` retires v1 with the snapshot the reader holds.
+    indexer.write(|w| drop(w.upsert(key(&v1), Arc::new(cm_labels("a", 2, &[])))));
+    assert_eq!(Arc::strong_count(&v1), 2);
+    // The reader lets go: the writer still holds that snapshot, so the
+    // reader's thread frees nothing...
+    drop(reader);
+    assert_eq!(Arc::strong_count(&v1), 2, "freed by the reader");
+    // ...and the writer frees it at its next publish.
+    indexer.write(|w| drop(w.upsert(key(&other), Arc::clone(&other))));
+    assert_eq!(Arc::strong_count(&v1), 1, "not freed by the writer");
+
+    // A snapshot held across many publishes is let go by the writer, and
+    // freed by whoever drops it last.
+    let v3 = Arc::new(cm_labels("a", 3, &[]));
+    indexer.write(|w| drop(w.upsert(key(&v3), Arc::clone(&v3))));
+    let reader = indexer.snapshot();
+    indexer.write(|w| drop(w.upsert(key(&v3), Arc::new(cm_labels("a", 4, &[])))));
+    for _ in 0..10 {
+        indexer.write(|w| drop(w.upsert(key(&other), Arc::clone(&other))));
+    }
+    assert_eq!(Arc::strong_count(&v3), 2);
+    drop(reader);
+    assert_eq!(Arc::strong_count(&v3), 1, "a long-held snapshot leaked");
+}
+
 /// A snapshot's content as (key, resourceVersion) pairs, sorted.
 fn fingerprint(snap: &kinformer_core::Snapshot<ConfigMap>) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = snap.iter().map(|(k, o)| (k.to_string(), rv(o))).collect();

@@ -104,7 +104,7 @@ impl<K> Indexer<K> {
 
     /// The object stored under `key` (`namespace/name` or `name`).
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.shared.current.load().get(key).cloned()
+        self.shared.current.load().get_cloned(key)
     }
 
     /// The object `namespace/name` (or `name` when `namespace` is `None`),
@@ -175,26 +175,28 @@ impl<K> Indexer<K> {
             state: &mut state,
             counters: &self.shared.counters,
         });
-        let (seq, previous) = self.publish(&mut state);
+        let (seq, released) = self.publish(&mut state);
         drop(state);
-        // Freeing the nodes only the previous snapshot held happens outside
+        // Freeing the nodes only replaced snapshots held happens outside
         // the writer lock, so another writer can proceed meanwhile.
-        drop(previous);
+        drop(released);
         (result, seq)
     }
 
     /// Publishes the master copy as the new snapshot; returns its sequence
-    /// number and the previous snapshot (for the caller to drop unlocked).
-    fn publish(&self, state: &mut WriterState<K>) -> (u64, Arc<Snapshot<K>>) {
+    /// number and the replaced snapshots nobody else holds (for the caller
+    /// to drop unlocked).
+    fn publish(&self, state: &mut WriterState<K>) -> (u64, Vec<Arc<Snapshot<K>>>) {
         let (next, previous) = state.publish();
         let seq = next.seq;
         let swapped_out = self.shared.current.swap(next);
         debug_assert!(Arc::ptr_eq(&swapped_out, &previous));
+        drop(swapped_out);
         self.shared
             .counters
             .publishes
             .fetch_add(1, Ordering::Relaxed);
-        (seq, previous)
+        (seq, state.linger(previous))
     }
 
     /// Runs `f` with the writer lock held and the current master snapshot:
@@ -205,8 +207,8 @@ impl<K> Indexer<K> {
         if state.dirty {
             // A write batch panicked half-way: publish what it applied so
             // that the snapshot below is the writer's state.
-            let (_, previous) = self.publish(&mut state);
-            drop(previous);
+            let (_, released) = self.publish(&mut state);
+            drop(released);
         }
         f(&state.published)
     }
@@ -239,9 +241,9 @@ impl<K> Indexer<K> {
             state.dirty = true;
             state.index_fns.push((name, f));
         }
-        let (_, previous) = self.publish(&mut state);
+        let (_, released) = self.publish(&mut state);
         drop(state);
-        drop(previous);
+        drop(released);
         Ok(())
     }
 }

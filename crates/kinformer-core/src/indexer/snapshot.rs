@@ -9,7 +9,7 @@ use kube_core::{Expression, Resource, Selector, SelectorExt};
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
 use crate::indexer::reclaim::{Successor, release_chain};
-use crate::indexer::trie::Trie;
+use crate::indexer::trie::{Trie, prefetch_for_write};
 use crate::key::ObjectKey;
 
 /// The hasher of every cache trie: fast, and seeded per process so that
@@ -93,6 +93,21 @@ impl<K> Snapshot<K> {
             .objects
             .get(self.hash(key), key)
             .map(|e| &e.value)
+    }
+
+    /// A new reference to the object stored under `key`. The object's
+    /// reference count is fetched while the key is compared, so the two
+    /// cache misses of a cold lookup overlap.
+    #[inline]
+    pub(crate) fn get_cloned(&self, key: &str) -> Option<Arc<K>> {
+        self.tries
+            .objects
+            .get_hinted(self.hash(key), key, |value| {
+                // The count sits in front of the value in the same
+                // allocation: prefetch the line holding the count.
+                prefetch_for_write(Arc::as_ptr(value).cast::<u8>().wrapping_sub(16));
+            })
+            .map(|e| Arc::clone(&e.value))
     }
 
     /// Whether `key` is cached.

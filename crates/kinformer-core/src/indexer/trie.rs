@@ -254,6 +254,21 @@ impl<K, V> Default for Trie<K, V> {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `p` for writing, to
+/// overlap that miss with others; a no-op on other architectures.
+#[inline]
+pub(crate) fn prefetch_for_write<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it never faults, whatever the address,
+    // and SSE is part of the x86-64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn bit_of(hash: u64, shift: u32) -> Bitmap {
     1 << ((hash >> shift) & MASK)
 }
@@ -279,7 +294,26 @@ impl<K, V> Trie<K, V> {
     }
 
     /// The entry stored under `key` (whose hash is `hash`).
+    #[inline]
     pub(crate) fn get<Q>(&self, hash: u64, key: &Q) -> Option<&Entry<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.get_hinted(hash, key, |_| ())
+    }
+
+    /// As [`get`](Self::get), calling `found` with the value of the entry
+    /// whose hash matches as soon as its slot is reached, before the key is
+    /// compared: the caller can start loading what it touches next while
+    /// the comparison waits for the key's bytes.
+    #[inline]
+    pub(crate) fn get_hinted<Q>(
+        &self,
+        hash: u64,
+        key: &Q,
+        found: impl FnOnce(&V),
+    ) -> Option<&Entry<K, V>>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -307,7 +341,11 @@ impl<K, V> Trie<K, V> {
                     shift += BITS;
                 }
                 Slot::Entry(e) => {
-                    return (e.hash == hash && e.key.borrow() == key).then_some(&**e);
+                    if e.hash != hash {
+                        return None;
+                    }
+                    found(&e.value);
+                    return (e.key.borrow() == key).then_some(&**e);
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The write side of the cache: a master copy owned by whoever holds the
 //! writer lock, published to readers as a new [`Snapshot`] after each batch.
 
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,6 +10,10 @@ use crate::index::IndexFn;
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
 use crate::indexer::snapshot::{Hasher, IndexTrie, KeySet, Snapshot, Tries};
 use crate::key::ObjectKey;
+
+/// How many replaced snapshots the writer keeps while a reader may still
+/// hold them (see [`WriterState::linger`]).
+const LINGER: usize = 4;
 
 /// The named index functions, in registration order.
 pub(crate) type IndexFns<K> = Vec<(Arc<str>, IndexFn<K>)>;
@@ -25,6 +30,8 @@ pub(crate) struct WriterState<K> {
     pub(crate) index_fns: IndexFns<K>,
     /// Whether the master changed since the last publish.
     pub(crate) dirty: bool,
+    /// Recently replaced snapshots, oldest first (see [`Self::linger`]).
+    lingering: VecDeque<Arc<Snapshot<K>>>,
 }
 
 impl<K> WriterState<K> {
@@ -46,6 +53,7 @@ impl<K> WriterState<K> {
             hasher,
             index_fns,
             dirty: false,
+            lingering: VecDeque::with_capacity(LINGER + 1),
         }
     }
 
@@ -72,6 +80,34 @@ impl<K> WriterState<K> {
             },
         );
         (next, previous)
+    }
+
+    /// Takes a snapshot just replaced in the `ArcSwap`, and returns the
+    /// replaced snapshots that nobody else holds any more, for the caller to
+    /// drop (freeing their garbage) outside the writer lock.
+    ///
+    /// A reader that loaded a snapshot just before it was replaced holds it
+    /// for the rest of its lookup. If the writer dropped its own reference
+    /// at once, that reader would often be the last holder and free the
+    /// batch's garbage on its own thread, in the middle of its read. So the
+    /// writer keeps the last few replaced snapshots and releases each once
+    /// it is the only holder; past [`LINGER`] it lets the oldest go anyway
+    /// (a snapshot held for long, e.g. through [`Indexer::snapshot`], is
+    /// freed by whoever drops it last, as before).
+    ///
+    /// [`Indexer::snapshot`]: super::Indexer::snapshot
+    pub(crate) fn linger(&mut self, previous: Arc<Snapshot<K>>) -> Vec<Arc<Snapshot<K>>> {
+        self.lingering.push_back(previous);
+        let mut release = Vec::new();
+        let mut i = 0;
+        while i < self.lingering.len() {
+            if Arc::strong_count(&self.lingering[i]) == 1 || self.lingering.len() > LINGER {
+                release.extend(self.lingering.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        release
     }
 
     /// The index tries with what changing them needs, borrowed apart from

@@ -1,12 +1,32 @@
 //! Object keys: `namespace/name`, or `name` for cluster-scoped objects.
 
 use std::borrow::Borrow;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
 use kube_core::Resource;
 
 use crate::error::KeyError;
+
+thread_local! {
+    static KEY_BUF: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Builds `namespace/name` in a reused per-thread buffer and passes it to `f`.
+pub(crate) fn with_key_buf<R>(namespace: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
+    KEY_BUF.with(|buf| match buf.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            buf.push_str(namespace);
+            buf.push('/');
+            buf.push_str(name);
+            f(&buf)
+        }
+        // Re-entered from inside `f`: fall back to a fresh string.
+        Err(_) => f(&format!("{namespace}/{name}")),
+    })
+}
 
 /// The cache key of an object: `namespace/name`, or `name` when the object
 /// is cluster-scoped.
@@ -29,13 +49,9 @@ impl ObjectKey {
     /// Builds a key from an optional namespace and a name.
     pub fn new(namespace: Option<&str>, name: &str) -> Self {
         match namespace {
-            Some(ns) if !ns.is_empty() => {
-                let mut s = String::with_capacity(ns.len() + 1 + name.len());
-                s.push_str(ns);
-                s.push('/');
-                s.push_str(name);
-                Self(Arc::from(s))
-            }
+            // One allocation: the string is joined in a reused buffer and
+            // copied once into the shared one.
+            Some(ns) if !ns.is_empty() => with_key_buf(ns, name, |key| Self(Arc::from(key))),
             _ => Self(Arc::from(name)),
         }
     }

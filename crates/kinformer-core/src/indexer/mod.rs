@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::error::IndexerError;
 use crate::index::{IndexFn, Indexers};
-use crate::key::ObjectKey;
+use crate::key::{ObjectKey, with_key_buf};
 
 pub use namespaced::NamespacedIndexer;
 use snapshot::IndexTrie;
@@ -111,7 +111,7 @@ impl<K> Indexer<K> {
     /// without allocating a key.
     pub fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         match namespace {
-            Some(ns) => namespaced::with_key_buf(ns, name, |key| self.get(key)),
+            Some(ns) => with_key_buf(ns, name, |key| self.get(key)),
             None => self.get(name),
         }
     }

@@ -1,30 +1,10 @@
 //! A view of the cache restricted to one namespace.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use kube_core::{Resource, Selector};
 
 use crate::indexer::Indexer;
-
-thread_local! {
-    static KEY_BUF: RefCell<String> = const { RefCell::new(String::new()) };
-}
-
-/// Builds `namespace/name` in a reused per-thread buffer and passes it to `f`.
-pub(crate) fn with_key_buf<R>(namespace: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
-    KEY_BUF.with(|buf| match buf.try_borrow_mut() {
-        Ok(mut buf) => {
-            buf.clear();
-            buf.push_str(namespace);
-            buf.push('/');
-            buf.push_str(name);
-            f(&buf)
-        }
-        // Re-entered from inside `f`: fall back to a fresh string.
-        Err(_) => f(&format!("{namespace}/{name}")),
-    })
-}
 
 /// The objects of one namespace of an [`Indexer`].
 pub struct NamespacedIndexer<K> {

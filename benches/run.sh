@@ -14,6 +14,7 @@ cargo bench -p kinformer-benches --bench indexer 2>&1 | grep -E "^indexer|time:|
 cargo bench -p kinformer-benches --bench reads 2>&1 | grep -E "^reads|time:" > "$O/reads.txt"
 cargo bench -p kinformer-benches --bench pipeline 2>&1 | grep -E "^core|time:|thrpt:" > "$O/pipeline.txt"
 cargo bench -p kinformer-benches --bench decode 2>&1 | grep -E "^decode|time:|thrpt:" > "$O/decode.txt"
+cargo bench -p kinformer-benches --bench drop 2>&1 | grep -E "^free|time:|thrpt:" > "$O/drop.txt"
 for impl in kinformer kube-rs; do
   ./target/release/xtask loadtest --objects 100000 --duration 10 --relist --quiet --impl $impl --json "$O/lt-100k-$impl.json" > "$O/lt-100k-$impl.txt" 2>&1
 done

@@ -35,6 +35,9 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
     pub(crate) fn run_worker(&self, batch_size: usize) {
         while let Some(batch) = self.fifo.pop_batch(batch_size) {
             self.process(batch);
+            if self.fifo.is_empty() {
+                self.indexer.release_unheld();
+            }
         }
     }
 

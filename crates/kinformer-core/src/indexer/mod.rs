@@ -199,6 +199,14 @@ impl<K> Indexer<K> {
         (seq, state.linger(previous))
     }
 
+    /// Frees the garbage of replaced snapshots that readers held at publish
+    /// time and have let go since. The processor calls it when the queue
+    /// runs dry, so that garbage does not wait for the next write.
+    pub(crate) fn release_unheld(&self) {
+        let released = self.shared.writer.lock().unheld();
+        drop(released);
+    }
+
     /// Runs `f` with the writer lock held and the current master snapshot:
     /// no write can happen meanwhile. Used to register a handler at an exact
     /// point of the write sequence.
@@ -253,5 +261,39 @@ impl<K: Resource> Indexer<K> {
     /// index when registered).
     pub fn list_by_labels(&self, selector: &Selector) -> Vec<Arc<K>> {
         self.shared.current.load().list_by_labels(selector)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube_core::ObjectMeta;
+
+    fn cm(rv: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn garbage_a_reader_let_go_of_is_freed_without_another_write() {
+        let indexer: Indexer<ConfigMap> = Indexer::new(Vec::new());
+        let key = ObjectKey::parse("ns/a");
+        let v1 = cm("1");
+        indexer.write(|w| drop(w.upsert(key.clone(), Arc::clone(&v1))));
+        let reader = indexer.snapshot();
+        indexer.write(|w| drop(w.upsert(key.clone(), cm("2"))));
+        drop(reader);
+        assert_eq!(Arc::strong_count(&v1), 2, "lingering with the writer");
+        indexer.release_unheld();
+        assert_eq!(Arc::strong_count(&v1), 1);
     }
 }

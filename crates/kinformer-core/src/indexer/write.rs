@@ -98,6 +98,12 @@ impl<K> WriterState<K> {
     /// [`Indexer::snapshot`]: super::Indexer::snapshot
     pub(crate) fn linger(&mut self, previous: Arc<Snapshot<K>>) -> Vec<Arc<Snapshot<K>>> {
         self.lingering.push_back(previous);
+        self.unheld()
+    }
+
+    /// Takes out the lingering snapshots nobody else holds any more (and
+    /// the oldest past [`LINGER`]), for the caller to drop unlocked.
+    pub(crate) fn unheld(&mut self) -> Vec<Arc<Snapshot<K>>> {
         let mut release = Vec::new();
         let mut i = 0;
         while i < self.lingering.len() {

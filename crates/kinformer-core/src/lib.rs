@@ -13,7 +13,7 @@
 //! - [`index`]: index functions (namespace, labels, owner UID, custom).
 //! - [`indexer`]: the copy-on-write cache with secondary indexes.
 //! - [`handler`]: event handler trait and notifications.
-//! - [`registration`]: per-handler thread and coalescing backlog.
+//! - [`registration`]: per-handler thread and backlog (batches as pushed, coalesced per key past a bound).
 //! - [`informer`]: the shared index informer tying it all together.
 //! - [`error`]: typed errors.
 //!
@@ -42,4 +42,4 @@ pub use index::{
 pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch};
 pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};
 pub use key::ObjectKey;
-pub use registration::{HandlerRegistration, HandlerStats};
+pub use registration::{HandlerRegistration, HandlerStats, MAX_WAITING_SEGMENTS};

@@ -1,10 +1,13 @@
-//! Handler registrations: one thread and one coalescing backlog per handler.
+//! Handler registrations: one thread and one backlog per handler.
 //!
-//! The processor pool pushes notifications into each registration's backlog
-//! (a mutex held for O(1) map operations, never while a handler runs) and
-//! moves on; the registration's own thread delivers them. A slow handler
-//! therefore only grows its own backlog, which coalesces per key like the
-//! DeltaFIFO, so it is bounded by the number of distinct keys.
+//! The processor pool pushes each batch's notifications into every
+//! registration's backlog (a mutex held for O(1) work per notification, never
+//! while a handler runs) and moves on; the registration's own thread delivers
+//! them. While the handler keeps up, a batch waits as it came (a *segment*)
+//! and the thread takes it whole. Once [`MAX_WAITING_SEGMENTS`] segments wait,
+//! further notifications coalesce per key like the DeltaFIFO's deltas, so a
+//! slow handler's backlog is bounded by that many batches plus one entry per
+//! distinct key, whatever the event rate.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -23,17 +26,80 @@ use crate::key::ObjectKey;
 
 type Hasher = foldhash::fast::RandomState;
 
-struct Pending<K> {
-    notes: Coalesced<Notification<K>>,
-    initial: bool,
+/// How many pushed batches may wait uncoalesced in a handler's backlog.
+/// Past them, notifications coalesce per key until the backlog is empty.
+pub const MAX_WAITING_SEGMENTS: usize = 4;
+
+/// How many coalesced keys the delivery thread takes per lock.
+const KEYS_PER_TAKE: usize = 64;
+
+/// Notifications of one pushed batch, in order.
+struct Segment<K> {
+    notes: Vec<(ObjectKey, Notification<K>)>,
+    /// How many of them belong to the initial list.
+    initial: usize,
     since: Instant,
 }
 
+/// The coalesced notifications of one key.
+struct Pending<K> {
+    notes: Coalesced<Notification<K>>,
+    /// How many initial-list notifications were merged into `notes`.
+    initial: usize,
+    since: Instant,
+}
+
+/// Undelivered notifications: every segment is older than every coalesced
+/// entry (a push coalesces once segments wait, and keeps doing so until the
+/// coalesced entries are delivered), so the thread delivers segments first.
 struct Backlog<K> {
+    segments: VecDeque<Segment<K>>,
+    /// Notifications held in `segments`.
+    segmented: usize,
     order: VecDeque<ObjectKey>,
     pending: HashMap<ObjectKey, Pending<K>, Hasher>,
     replay: Option<Arc<Snapshot<K>>>,
     closed: bool,
+}
+
+impl<K> Backlog<K> {
+    /// Merges notifications into the per-key entries.
+    fn coalesce(&mut self, notes: Vec<(ObjectKey, Notification<K>)>, now: Instant) {
+        for (key, note) in notes {
+            let initial = usize::from(is_initial(&note));
+            if let Some(p) = self.pending.get_mut(&key) {
+                p.notes.push(note);
+                p.initial += initial;
+            } else {
+                self.order.push_back(key.clone());
+                self.pending.insert(
+                    key,
+                    Pending {
+                        notes: Coalesced::new(note),
+                        initial,
+                        since: now,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// What the delivery thread took from the backlog in one go.
+enum Work<K> {
+    Replay(Arc<Snapshot<K>>),
+    Segment(Segment<K>),
+    Keys(Vec<Pending<K>>),
+}
+
+fn is_initial<K>(note: &Notification<K>) -> bool {
+    matches!(
+        note,
+        Notification::Add {
+            is_in_initial_list: true,
+            ..
+        }
+    )
 }
 
 /// The shared state of one handler registration.
@@ -41,6 +107,8 @@ pub(crate) struct Registration<K> {
     pub(crate) id: u64,
     backlog: Mutex<Backlog<K>>,
     ready: Condvar,
+    /// Set by `stop`: the thread returns before its next delivery.
+    stopping: AtomicBool,
     /// Commits up to this sequence number are already in the replayed snapshot.
     pub(crate) start_seq: AtomicU64,
     pub(crate) resync_period: Option<Duration>,
@@ -64,8 +132,8 @@ pub struct HandlerStats {
     pub delivered: u64,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
-    /// Keys with undelivered notifications, plus objects of the start-up
-    /// replay not yet delivered.
+    /// Undelivered notifications (counted once per key for those coalesced
+    /// per key), plus objects of the start-up replay not yet delivered.
     pub backlog: usize,
     /// How long the oldest undelivered notification has waited.
     pub oldest_pending_age: Option<Duration>,
@@ -80,12 +148,15 @@ impl<K: Send + Sync + 'static> Registration<K> {
         Self {
             id,
             backlog: Mutex::new(Backlog {
+                segments: VecDeque::new(),
+                segmented: 0,
                 order: VecDeque::new(),
                 pending: HashMap::with_hasher(Hasher::default()),
                 replay: None,
                 closed: false,
             }),
             ready: Condvar::new(),
+            stopping: AtomicBool::new(false),
             start_seq: AtomicU64::new(0),
             resync_period,
             next_resync: Mutex::new(Instant::now() + resync_period.unwrap_or_default()),
@@ -126,108 +197,128 @@ impl<K: Send + Sync + 'static> Registration<K> {
     /// Queues notifications (called by the processor pool).
     pub(crate) fn push(&self, notes: impl IntoIterator<Item = (ObjectKey, Notification<K>)>) {
         let syncing = self.syncing.load(Ordering::Relaxed);
-        let mut new_initial = 0;
-        let mut pushed = false;
+        let notes: Vec<_> = notes
+            .into_iter()
+            .filter(|(_, note)| {
+                syncing
+                    || !matches!(
+                        note,
+                        Notification::Update {
+                            is_resync: true,
+                            ..
+                        }
+                    )
+            })
+            .collect();
+        let initial = notes.iter().filter(|(_, note)| is_initial(note)).count();
+        if notes.is_empty() {
+            return;
+        }
         {
             let mut b = self.backlog.lock();
             if b.closed {
                 return;
             }
-            let now = Instant::now();
-            for (key, note) in notes {
-                let initial = matches!(
-                    note,
-                    Notification::Add {
-                        is_in_initial_list: true,
-                        ..
-                    }
-                );
-                if matches!(
-                    note,
-                    Notification::Update {
-                        is_resync: true,
-                        ..
-                    }
-                ) && !syncing
-                {
-                    continue;
-                }
-                pushed = true;
-                if let Some(p) = b.pending.get_mut(&key) {
-                    p.notes.push(note);
-                    if initial && !p.initial {
-                        p.initial = true;
-                        new_initial += 1;
-                    }
-                } else {
-                    b.order.push_back(key.clone());
-                    b.pending.insert(
-                        key,
-                        Pending {
-                            notes: Coalesced::new(note),
-                            initial,
-                            since: now,
-                        },
-                    );
-                    new_initial += usize::from(initial);
-                }
-            }
-            if new_initial > 0 {
+            if initial > 0 {
                 self.initial_outstanding
-                    .fetch_add(new_initial, Ordering::SeqCst);
+                    .fetch_add(initial, Ordering::SeqCst);
+            }
+            let now = Instant::now();
+            if b.pending.is_empty() && b.segments.len() < MAX_WAITING_SEGMENTS {
+                b.segmented += notes.len();
+                b.segments.push_back(Segment {
+                    notes,
+                    initial,
+                    since: now,
+                });
+            } else {
+                b.coalesce(notes, now);
             }
         }
-        if pushed {
-            self.ready.notify_one();
-        }
+        self.ready.notify_one();
     }
 
-    fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+    /// Waits for work: the replay first, then segments, then coalesced keys.
+    fn take_work(&self) -> Option<Work<K>> {
+        let mut b = self.backlog.lock();
         loop {
+            if b.closed {
+                return None;
+            }
             // The replay is looked for on every wake-up, not only when the
             // thread starts: the thread is spawned before `set_replay`, so
             // checking once at start-up could miss it (the replay was then
             // never delivered and `has_synced` never turned true). It is
             // always set before any notification is pushed (both happen with
             // the Indexer's writes paused, the replay first), so taking it
-            // before the queued keys keeps the replay ahead of them.
-            let (replay, next) = {
-                let mut b = self.backlog.lock();
-                loop {
-                    if b.closed {
-                        return;
-                    }
-                    if let Some(snapshot) = b.replay.take() {
-                        break (Some(snapshot), None);
-                    }
+            // first keeps the replay ahead of them.
+            if let Some(snapshot) = b.replay.take() {
+                return Some(Work::Replay(snapshot));
+            }
+            if let Some(segment) = b.segments.pop_front() {
+                b.segmented -= segment.notes.len();
+                return Some(Work::Segment(segment));
+            }
+            if !b.order.is_empty() {
+                let n = b.order.len().min(KEYS_PER_TAKE);
+                let mut keys = Vec::with_capacity(n);
+                for _ in 0..n {
                     if let Some(key) = b.order.pop_front()
                         && let Some(p) = b.pending.remove(&key)
                     {
-                        break (None, Some(p));
+                        keys.push(p);
                     }
-                    self.ready.wait(&mut b);
                 }
-            };
-            if let Some(snapshot) = replay {
-                for (_, obj) in snapshot.iter() {
-                    if self.backlog.lock().closed {
-                        return;
+                return Some(Work::Keys(keys));
+            }
+            self.ready.wait(&mut b);
+        }
+    }
+
+    fn run(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+        let handler = &mut *handler;
+        while let Some(work) = self.take_work() {
+            match work {
+                Work::Replay(snapshot) => {
+                    for (_, obj) in snapshot.iter() {
+                        if self.stopping.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let note = Notification::Add {
+                            obj: Arc::clone(obj),
+                            is_in_initial_list: true,
+                        };
+                        self.deliver(handler, &note);
+                        self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
                     }
-                    let note = Notification::Add {
-                        obj: Arc::clone(obj),
-                        is_in_initial_list: true,
-                    };
-                    self.deliver(&mut *handler, &note);
-                    self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
+                }
+                Work::Segment(segment) => {
+                    for (_, note) in &segment.notes {
+                        if self.stopping.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        self.deliver(handler, note);
+                    }
+                    self.delivered_initial(segment.initial);
+                }
+                Work::Keys(keys) => {
+                    for p in keys {
+                        for note in p.notes.iter() {
+                            if self.stopping.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            self.deliver(handler, note);
+                        }
+                        self.delivered_initial(p.initial);
+                    }
                 }
             }
-            let Some(next) = next else { continue };
-            for note in next.notes {
-                self.deliver(&mut *handler, &note);
-            }
-            if next.initial {
-                self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
-            }
+        }
+    }
+
+    fn delivered_initial(&self, n: usize) {
+        if n > 0 {
+            self.initial_outstanding.fetch_sub(n, Ordering::SeqCst);
         }
     }
 
@@ -251,21 +342,26 @@ impl<K: Send + Sync + 'static> Registration<K> {
     pub(crate) fn stats(&self) -> HandlerStats {
         let b = self.backlog.lock();
         let replay = b.replay.as_ref().map_or(0, |s| s.len());
+        let oldest = match b.segments.front() {
+            Some(segment) => Some(segment.since),
+            None => b
+                .order
+                .front()
+                .and_then(|k| b.pending.get(k))
+                .map(|p| p.since),
+        };
         HandlerStats {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
-            backlog: b.pending.len() + replay,
-            oldest_pending_age: b
-                .order
-                .front()
-                .and_then(|k| b.pending.get(k))
-                .map(|p| p.since.elapsed()),
+            backlog: b.segmented + b.pending.len() + replay,
+            oldest_pending_age: oldest.map(|since| since.elapsed()),
         }
     }
 
     /// Stops delivery and joins the thread (unless called from it).
     pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         self.backlog.lock().closed = true;
         self.ready.notify_all();
         let handle = self.thread.lock().take();
@@ -310,5 +406,122 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// This handler's resync period, if any.
     pub fn resync_period(&self) -> Option<Duration> {
         self.inner.resync_period
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::handler::EventHandlerFns;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube_core::ObjectMeta;
+
+    fn cm(name: &str, rv: u64) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn update(name: &str, rv: u64) -> (ObjectKey, Notification<ConfigMap>) {
+        let note = Notification::Update {
+            old: cm(name, rv),
+            new: cm(name, rv + 1),
+            is_resync: false,
+        };
+        (ObjectKey::parse(&format!("ns/{name}")), note)
+    }
+
+    fn initial_add(name: &str, rv: u64) -> (ObjectKey, Notification<ConfigMap>) {
+        let note = Notification::Add {
+            obj: cm(name, rv),
+            is_in_initial_list: true,
+        };
+        (ObjectKey::parse(&format!("ns/{name}")), note)
+    }
+
+    fn rv(obj: &ConfigMap) -> u64 {
+        obj.metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn batches_past_the_waiting_limit_coalesce_and_every_key_keeps_its_order() {
+        let reg = Arc::new(Registration::<ConfigMap>::new(
+            1,
+            None,
+            Arc::new(AtomicBool::new(true)),
+        ));
+        // Nothing is delivered yet: the thread starts after the pushes.
+        let batches = MAX_WAITING_SEGMENTS as u64 + 2;
+        for i in 1..=batches {
+            let mut batch = vec![update("a", i), update("b", i)];
+            if i == 1 {
+                batch.push(initial_add("c", 1));
+            }
+            if i == batches {
+                batch.push(initial_add("d", 1));
+                batch.push(initial_add("d", 2));
+            }
+            reg.push(batch);
+        }
+        // Segments hold their notifications as pushed; the last two batches
+        // coalesced into one entry per key (a, b, d).
+        let segmented = MAX_WAITING_SEGMENTS * 2 + 1;
+        assert_eq!(reg.stats().backlog, segmented + 3);
+        assert!(!reg.has_synced(), "three initial adds are undelivered");
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx_add, tx_update) = (tx.clone(), tx);
+        let handler = EventHandlerFns::new()
+            .on_add(move |o: &Arc<ConfigMap>, initial| {
+                let name = o.metadata.name.clone().unwrap();
+                tx_add.send((name, 0, rv(o), initial)).unwrap();
+            })
+            .on_update(move |old: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
+                let name = new.metadata.name.clone().unwrap();
+                tx_update.send((name, rv(old), rv(new), false)).unwrap();
+            });
+        reg.spawn(Box::new(handler), "test-handler".into()).unwrap();
+        let got: Vec<_> = (0..segmented + 3)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
+        let of = |name: &str| -> Vec<(u64, u64, bool)> {
+            got.iter()
+                .filter(|(n, ..)| n == name)
+                .map(|(_, old, new, initial)| (*old, *new, *initial))
+                .collect()
+        };
+        let mut expected: Vec<_> = (1..=MAX_WAITING_SEGMENTS as u64)
+            .map(|i| (i, i + 1, false))
+            .collect();
+        // Updates 5→6 and 6→7 merged into one, delivered after the segments.
+        let last = MAX_WAITING_SEGMENTS as u64 + 1;
+        expected.push((last, last + 2, false));
+        assert_eq!(of("a"), expected);
+        assert_eq!(of("b"), expected);
+        assert_eq!(of("c"), vec![(0, 1, true)]);
+        assert_eq!(of("d"), vec![(0, 2, true)], "two initial adds merged");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "nothing more"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !reg.has_synced() {
+            assert!(Instant::now() < deadline, "initial count not released");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(reg.stats().backlog, 0);
+        reg.stop();
     }
 }

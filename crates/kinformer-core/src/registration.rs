@@ -54,8 +54,6 @@ struct Pending<K> {
 /// coalesced entries are delivered), so the thread delivers segments first.
 struct Backlog<K> {
     segments: VecDeque<Segment<K>>,
-    /// Notifications held in `segments`.
-    segmented: usize,
     order: VecDeque<ObjectKey>,
     pending: HashMap<ObjectKey, Pending<K>, Hasher>,
     replay: Option<Arc<Snapshot<K>>>,
@@ -149,7 +147,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id,
             backlog: Mutex::new(Backlog {
                 segments: VecDeque::new(),
-                segmented: 0,
                 order: VecDeque::new(),
                 pending: HashMap::with_hasher(Hasher::default()),
                 replay: None,
@@ -225,7 +222,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
             }
             let now = Instant::now();
             if b.pending.is_empty() && b.segments.len() < MAX_WAITING_SEGMENTS {
-                b.segmented += notes.len();
                 b.segments.push_back(Segment {
                     notes,
                     initial,
@@ -256,7 +252,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
                 return Some(Work::Replay(snapshot));
             }
             if let Some(segment) = b.segments.pop_front() {
-                b.segmented -= segment.notes.len();
                 return Some(Work::Segment(segment));
             }
             if !b.order.is_empty() {
@@ -342,6 +337,9 @@ impl<K: Send + Sync + 'static> Registration<K> {
     pub(crate) fn stats(&self) -> HandlerStats {
         let b = self.backlog.lock();
         let replay = b.replay.as_ref().map_or(0, |s| s.len());
+        // At most `MAX_WAITING_SEGMENTS` segments: cheaper to count here
+        // than to keep a running total on every push and take.
+        let segmented: usize = b.segments.iter().map(|s| s.notes.len()).sum();
         let oldest = match b.segments.front() {
             Some(segment) => Some(segment.since),
             None => b
@@ -354,7 +352,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
-            backlog: b.segmented + b.pending.len() + replay,
+            backlog: segmented + b.pending.len() + replay,
             oldest_pending_age: oldest.map(|since| since.elapsed()),
         }
     }

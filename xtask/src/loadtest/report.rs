@@ -32,8 +32,12 @@ pub struct Report {
     pub lag_p99_us: u64,
     /// Lister reads per second during churn (all reader threads).
     pub reads_per_second: f64,
-    /// Peak resident memory of this process.
+    /// Peak resident memory of this process while the informers synced,
+    /// churned and relisted: up to the final comparison with the source,
+    /// whose truth map and key lists belong to the harness.
     pub peak_rss_bytes: u64,
+    /// Peak resident memory of this process including the final comparison.
+    pub peak_rss_with_check_bytes: u64,
     /// Resident memory after the initial sync.
     pub steady_rss_bytes: u64,
     /// With `--relist`: RSS just before the forced relist.
@@ -98,6 +102,10 @@ impl Report {
             ),
             ("reads/s", format!("{:.0}", self.reads_per_second)),
             ("peak RSS", format!("{:.1} MiB", mib(self.peak_rss_bytes))),
+            (
+                "peak RSS with the check",
+                format!("{:.1} MiB", mib(self.peak_rss_with_check_bytes)),
+            ),
             (
                 "steady RSS",
                 format!("{:.1} MiB", mib(self.steady_rss_bytes)),

@@ -211,6 +211,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         let h = first.lag_us.lock();
         (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
     };
+    let peak_rss = peak_rss_bytes();
     let mismatches: usize = under
         .iter()
         .map(|u| {
@@ -242,7 +243,8 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         lag_p50_us: p50,
         lag_p99_us: p99,
         reads_per_second: reads as f64 / churn_seconds,
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes: peak_rss,
+        peak_rss_with_check_bytes: peak_rss_bytes(),
         steady_rss_bytes: steady_rss,
         relist_rss_before_bytes: None,
         relist_peak_rss_bytes: None,

@@ -20,6 +20,7 @@ use crate::handler::ResourceEventHandler;
 use crate::index::Indexers;
 use crate::indexer::{Indexer, IndexerStats};
 use crate::processor::{Pipeline, ProcessorCounters};
+use crate::reclaimer::{Reclaimer, ReclaimerSlot};
 use crate::registration::{HandlerRegistration, HandlerStats, Registration};
 
 /// The shortest resync period; shorter requests are raised to it.
@@ -94,6 +95,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
                     fifo,
                     indexer,
                     registrations: ArcSwap::from_pointee(Vec::new()),
+                    reclaimer: ReclaimerSlot::default(),
                     synced: Arc::new(AtomicBool::new(false)),
                     counters: ProcessorCounters::default(),
                 }),
@@ -195,6 +197,14 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         &self.inner.pipeline.fifo
     }
 
+    /// Sets where handler threads hand the objects they hold the last
+    /// reference to (see [`crate::reclaimer`]); typically installed by the
+    /// producer that allocates the objects. Only the first call takes
+    /// effect: returns false if a reclaimer was already set.
+    pub fn set_reclaimer(&self, reclaimer: Arc<dyn Reclaimer<K>>) -> bool {
+        self.inner.pipeline.reclaimer.set(reclaimer).is_ok()
+    }
+
     /// The cache, for lock-free reads.
     pub fn indexer(&self) -> Indexer<K> {
         self.inner.pipeline.indexer.clone()
@@ -242,7 +252,12 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         });
         let p = &self.inner.pipeline;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let reg = Arc::new(Registration::new(id, resync, Arc::clone(&p.synced)));
+        let reg = Arc::new(Registration::new(
+            id,
+            resync,
+            Arc::clone(&p.synced),
+            Arc::clone(&p.reclaimer),
+        ));
         let name = format!("{}-handler-{id}", self.inner.name);
         reg.spawn(Box::new(handler), name.clone())
             .map_err(|e| InformerError::Spawn {

@@ -13,6 +13,7 @@
 //! - [`index`]: index functions (namespace, labels, owner UID, custom).
 //! - [`indexer`]: the copy-on-write cache with secondary indexes.
 //! - [`handler`]: event handler trait and notifications.
+//! - [`reclaimer`]: where objects the informer lets go of are freed.
 //! - [`registration`]: per-handler thread and backlog (batches as pushed, coalesced per key past a bound).
 //! - [`informer`]: the shared index informer tying it all together.
 //! - [`error`]: typed errors.
@@ -30,6 +31,7 @@ pub mod indexer;
 pub mod informer;
 pub mod key;
 mod processor;
+pub mod reclaimer;
 pub mod registration;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
@@ -42,4 +44,5 @@ pub use index::{
 pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch};
 pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};
 pub use key::ObjectKey;
+pub use reclaimer::Reclaimer;
 pub use registration::{HandlerRegistration, HandlerStats, MAX_WAITING_SEGMENTS};

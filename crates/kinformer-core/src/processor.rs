@@ -12,6 +12,7 @@ use crate::fifo::{DeltaFifo, Popped};
 use crate::handler::Notification;
 use crate::indexer::{Indexer, WriteBatch};
 use crate::key::ObjectKey;
+use crate::reclaimer::ReclaimerSlot;
 use crate::registration::Registration;
 
 #[derive(Default)]
@@ -26,6 +27,7 @@ pub(crate) struct Pipeline<K> {
     pub(crate) fifo: Arc<DeltaFifo<K>>,
     pub(crate) indexer: Indexer<K>,
     pub(crate) registrations: ArcSwap<Vec<Arc<Registration<K>>>>,
+    pub(crate) reclaimer: ReclaimerSlot<K>,
     pub(crate) synced: Arc<AtomicBool>,
     pub(crate) counters: ProcessorCounters,
 }

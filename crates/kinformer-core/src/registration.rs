@@ -23,6 +23,7 @@ use crate::handler::{Notification, ResourceEventHandler};
 use crate::index::panic_message;
 use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
+use crate::reclaimer::{Garbage, ReclaimerSlot};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -87,7 +88,7 @@ impl<K> Backlog<K> {
 enum Work<K> {
     Replay(Arc<Snapshot<K>>),
     Segment(Segment<K>),
-    Keys(Vec<Pending<K>>),
+    Keys(Vec<(ObjectKey, Pending<K>)>),
 }
 
 fn is_initial<K>(note: &Notification<K>) -> bool {
@@ -118,6 +119,8 @@ pub(crate) struct Registration<K> {
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
     informer_synced: Arc<AtomicBool>,
+    /// Where delivered notifications' last references go.
+    reclaimer: ReclaimerSlot<K>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -142,6 +145,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
         id: u64,
         resync_period: Option<Duration>,
         informer_synced: Arc<AtomicBool>,
+        reclaimer: ReclaimerSlot<K>,
     ) -> Self {
         Self {
             id,
@@ -162,6 +166,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
+            reclaimer,
             thread: Mutex::new(None),
         }
     }
@@ -261,7 +266,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     if let Some(key) = b.order.pop_front()
                         && let Some(p) = b.pending.remove(&key)
                     {
-                        keys.push(p);
+                        keys.push((key, p));
                     }
                 }
                 return Some(Work::Keys(keys));
@@ -295,9 +300,10 @@ impl<K: Send + Sync + 'static> Registration<K> {
                         self.deliver(handler, note);
                     }
                     self.delivered_initial(segment.initial);
+                    self.release(segment.notes);
                 }
                 Work::Keys(keys) => {
-                    for p in keys {
+                    for (_, p) in &keys {
                         for note in p.notes.iter() {
                             if self.stopping.load(Ordering::Relaxed) {
                                 return;
@@ -306,7 +312,23 @@ impl<K: Send + Sync + 'static> Registration<K> {
                         }
                         self.delivered_initial(p.initial);
                     }
+                    self.release(
+                        keys.into_iter().flat_map(|(key, p)| {
+                            p.notes.into_iter().map(move |n| (key.clone(), n))
+                        }),
+                    );
                 }
+            }
+        }
+    }
+
+    /// Lets go of delivered notifications: through the informer's
+    /// reclaimer when one is set (see [`crate::reclaimer`]).
+    fn release(&self, notes: impl IntoIterator<Item = (ObjectKey, Notification<K>)>) {
+        if let Some(reclaimer) = self.reclaimer.get() {
+            let mut garbage = Garbage::new(&**reclaimer);
+            for (key, note) in notes {
+                garbage.take(&key, note);
             }
         }
     }
@@ -459,6 +481,7 @@ mod tests {
             1,
             None,
             Arc::new(AtomicBool::new(true)),
+            Default::default(),
         ));
         // Nothing is delivered yet: the thread starts after the pushes.
         let batches = MAX_WAITING_SEGMENTS as u64 + 2;

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_core::{EventHandlerFns, MAX_WAITING_SEGMENTS, SharedIndexInformer};
+use kinformer_core::{
+    EventHandlerFns, MAX_WAITING_SEGMENTS, ObjectKey, Reclaimer, SharedIndexInformer,
+};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -288,6 +290,75 @@ fn slow_handler_does_not_slow_others_and_backlog_is_bounded() {
     assert!(slow.oldest_pending_age.is_some());
     drop(gate_tx);
     inf.shutdown();
+}
+
+#[test]
+fn a_reclaimer_gets_the_replaced_and_deleted_objects_once_delivered() {
+    /// Records what it is handed: key, resourceVersion, and whether it was
+    /// the last reference.
+    #[derive(Default)]
+    struct Collect(parking_lot::Mutex<Vec<(String, u64, bool)>>);
+    impl Reclaimer<ConfigMap> for Collect {
+        fn reclaim(&self, objects: Vec<(ObjectKey, Arc<ConfigMap>)>) {
+            let mut seen = self.0.lock();
+            for (key, obj) in objects {
+                seen.push((key.to_string(), rv(&obj), Arc::strong_count(&obj) == 1));
+            }
+        }
+    }
+    let inf = informer();
+    let collect = Arc::new(Collect::default());
+    assert!(inf.set_reclaimer(collect.clone()));
+    assert!(
+        !inf.set_reclaimer(collect.clone()),
+        "the first reclaimer stays"
+    );
+    // The handler stops at the update of "a" until the test lets it go, so
+    // that the cache has let go of the replaced version by then.
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = parking_lot::Mutex::new(gate_rx);
+    let (seen_tx, seen_rx) = mpsc::channel::<u64>();
+    let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let keep = Arc::clone(&kept);
+    inf.add_event_handler(
+        EventHandlerFns::new()
+            .on_update(move |_: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
+                let _ = gate.lock().recv();
+                seen_tx.send(rv(new)).unwrap();
+            })
+            .on_delete(move |d| keep.lock().push(Arc::clone(d.object()))),
+    )
+    .unwrap();
+    inf.start().unwrap();
+    let (q, indexer) = (inf.queue(), inf.indexer());
+    q.add(cm("a", 1)).unwrap();
+    wait_until(T, "a cached", || indexer.get("ns/a").is_some());
+    q.update(cm("a", 2)).unwrap();
+    wait_until(T, "a replaced", || {
+        indexer.get("ns/a").map(|o| rv(&o)) == Some(2)
+    });
+    // Two more writes publish new snapshots and release the old ones.
+    for i in 0..2 {
+        q.add(cm(&format!("z{i}"), 3)).unwrap();
+        wait_until(T, "z cached", || indexer.get(&format!("ns/z{i}")).is_some());
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    gate_tx.send(()).unwrap();
+    assert_eq!(seen_rx.recv_timeout(T).unwrap(), 2);
+    wait_until(T, "a@1 reclaimed", || {
+        collect.0.lock().contains(&("ns/a".into(), 1, true))
+    });
+    // Deleted, but the handler keeps it: not handed over.
+    q.delete(cm("z0", 4)).unwrap();
+    wait_until(T, "z0 delete delivered", || kept.lock().len() == 1);
+    inf.shutdown();
+    let got = collect.0.lock().clone();
+    assert!(got.iter().all(|(_, _, last)| *last), "{got:?}");
+    assert!(
+        got.iter().all(|(k, v, _)| (k.as_str(), *v) == ("ns/a", 1)),
+        "only the replaced version of a: {got:?}"
+    );
+    assert_eq!(rv(&kept.lock()[0]), 4);
 }
 
 #[test]

@@ -20,6 +20,7 @@ use crate::decode::DecodePool;
 use crate::error::ReflectorError;
 use crate::event::{WatchEvent, decode_event_with, decode_object_with, resource_version};
 use crate::lines::Lines;
+use crate::shard::shard_of_json;
 
 /// Lines per batch handed to a decode thread.
 const BATCH_LINES: usize = 128;
@@ -55,21 +56,44 @@ impl<K> Clone for Decoder<K> {
     }
 }
 
-/// Results of a batch, in order: ready now, or coming from a pool thread.
+/// Results of a batch, in order: ready now, or coming from pool threads.
 pub enum Pending<T> {
     /// Decoded inline.
     Ready(Vec<T>),
-    /// Being decoded on the pool.
-    InFlight(oneshot::Receiver<Vec<T>>),
+    /// Being decoded on the pool, split by shard: each part's positions in
+    /// the batch and its results.
+    InFlight {
+        /// Number of inputs in the batch.
+        len: usize,
+        /// Per shard: the positions of its inputs, and their results.
+        parts: Vec<(Vec<u32>, oneshot::Receiver<Vec<T>>)>,
+    },
 }
 
 impl<T> Pending<T> {
-    /// The batch's results (waits for the pool thread).
+    /// The batch's results in input order (waits for the pool threads).
     pub async fn wait(self) -> Result<Vec<T>, ReflectorError> {
-        match self {
-            Pending::Ready(v) => Ok(v),
-            Pending::InFlight(rx) => rx.await.map_err(|_| ReflectorError::DecodeWorkerLost),
+        let (len, parts) = match self {
+            Pending::Ready(v) => return Ok(v),
+            Pending::InFlight { len, mut parts } if parts.len() == 1 => match parts.pop() {
+                Some((_, rx)) => return rx.await.map_err(|_| ReflectorError::DecodeWorkerLost),
+                None => (len, parts),
+            },
+            Pending::InFlight { len, parts } => (len, parts),
+        };
+        let mut slots: Vec<Option<T>> = (0..len).map(|_| None).collect();
+        for (positions, rx) in parts {
+            let results = rx.await.map_err(|_| ReflectorError::DecodeWorkerLost)?;
+            for (pos, result) in positions.into_iter().zip(results) {
+                if let Some(slot) = slots.get_mut(pos as usize) {
+                    *slot = Some(result);
+                }
+            }
         }
+        slots
+            .into_iter()
+            .collect::<Option<Vec<T>>>()
+            .ok_or(ReflectorError::DecodeWorkerLost)
     }
 }
 
@@ -97,34 +121,62 @@ where
         self.pool.as_ref().map_or(1, |p| 2 * p.size())
     }
 
+    /// Decodes `inputs` with `f`, each on the decode thread of its key's
+    /// shard (inline without a pool); results come back in input order.
     fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&DeltaFifo<K>) -> Vec<T> + Send + 'static,
+        inputs: Vec<Bytes>,
+        f: impl Fn(&DeltaFifo<K>, &[u8]) -> T + Send + Sync + Copy + 'static,
     ) -> Pending<T> {
-        match &self.pool {
-            None => Pending::Ready(f(&self.fifo)),
-            Some(pool) => {
-                let fifo = Arc::clone(&self.fifo);
-                Pending::InFlight(pool.submit(move || f(&fifo)))
-            }
+        let Some(pool) = &self.pool else {
+            return Pending::Ready(inputs.iter().map(|b| f(&self.fifo, b)).collect());
+        };
+        let len = inputs.len();
+        let mut shards: Vec<(Vec<u32>, Vec<Bytes>)> =
+            (0..pool.size()).map(|_| (Vec::new(), Vec::new())).collect();
+        for (pos, input) in inputs.into_iter().enumerate() {
+            let (positions, part) = &mut shards[shard_of_json(&input, pool.size())];
+            positions.push(pos as u32);
+            part.push(input);
         }
+        let parts = shards
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (positions, _))| !positions.is_empty())
+            .map(|(shard, (positions, part))| {
+                let fifo = Arc::clone(&self.fifo);
+                let rx = pool.submit_to(shard, move || {
+                    part.iter().map(|b| f(&fifo, b)).collect::<Vec<T>>()
+                });
+                (positions, rx)
+            })
+            .collect();
+        Pending::InFlight { len, parts }
     }
 
     /// Decodes watch lines.
     pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
-        let skip = self.skip_managed_fields;
-        self.run(move |fifo| lines.iter().map(|l| decode_line(fifo, l, skip)).collect())
+        if self.skip_managed_fields {
+            self.run(lines, |fifo, l| decode_line(fifo, l, true))
+        } else {
+            self.run(lines, |fifo, l| decode_line(fifo, l, false))
+        }
     }
 
     /// Decodes LIST items (each one object's JSON).
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
-        let skip = self.skip_managed_fields;
-        self.run(move |fifo| {
-            items
-                .iter()
-                .map(|b| decode_object_with::<K>(b, skip).and_then(|o| Ok(fifo.prepare(o)?)))
-                .collect()
-        })
+        fn item<K: Resource + DeserializeOwned>(
+            fifo: &DeltaFifo<K>,
+            b: &[u8],
+            skip: bool,
+        ) -> Result<Prepared<K>, ReflectorError> {
+            decode_object_with::<K>(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
+        }
+        if self.skip_managed_fields {
+            self.run(items, |fifo, b| item(fifo, b, true))
+        } else {
+            self.run(items, |fifo, b| item(fifo, b, false))
+        }
     }
 }
 
@@ -263,6 +315,44 @@ where
             }
             Ok(None) => self.end = Some(Ok(())),
             Err(e) => self.end = Some(Err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kinformer_core::Indexer;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_decoded_on_their_keys_threads_come_back_in_arrival_order() {
+        let fifo = Arc::new(DeltaFifo::new(Indexer::new(Default::default()), None));
+        let decoder = Decoder::<ConfigMap>::new(fifo, Some(DecodePool::new(3, "t").unwrap()));
+        let line = |i: usize| match i % 50 {
+            7 => "{not json".to_string(),
+            13 => format!(
+                r#"{{"type":"BOOKMARK","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"resourceVersion":"{i}"}}}}}}"#
+            ),
+            _ => format!(
+                r#"{{"type":"MODIFIED","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"cm-{}","namespace":"ns-{}","resourceVersion":"{i}"}}}}}}"#,
+                i % 37,
+                i % 3
+            ),
+        };
+        let lines: Vec<Bytes> = (0..200).map(|i| Bytes::from(line(i))).collect();
+        let decoded = decoder.lines(lines).wait().await.unwrap();
+        assert_eq!(decoded.len(), 200);
+        for (i, d) in decoded.iter().enumerate() {
+            if i % 50 == 7 {
+                assert!(d.is_err(), "line {i} is malformed");
+            } else {
+                let rv = d.as_ref().unwrap().resource_version.clone();
+                assert_eq!(rv, Some(i.to_string()), "line {i}");
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - [`reflector`]: the [`Reflector`] and its run loop (watch, WatchList, recover);
 //! - `list`: the paged LIST path, streamed into the queue;
 //! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
+//! - [`shard`]: which decode thread owns a key (objects are freed where decoded);
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
 //! - [`json`]: decoding one object (simd-json; lists at their exact size);
 //! - [`prune`]: decoding without `metadata.managedFields`;
@@ -39,6 +40,7 @@ mod list;
 pub mod metrics;
 pub mod prune;
 pub mod reflector;
+pub mod shard;
 pub mod target;
 pub mod transport;
 

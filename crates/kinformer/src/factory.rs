@@ -414,6 +414,8 @@ impl SharedInformerFactory {
                 .config(inner.reflector.clone())
                 .on_watch_error_shared(inner.on_watch_error.clone());
         if let Some(pool) = self.decode_pool() {
+            // Replaced objects go back to the decode thread that built them.
+            informer.set_reclaimer(pool.reclaimer());
             reflector = reflector.decode_pool(pool);
         }
         let managed: Arc<dyn Managed> = Arc::new(ManagedInformer::new(

@@ -1,0 +1,188 @@
+//! Where the objects the informer lets go of are freed.
+//!
+//! A replaced or deleted object usually lives until its handler thread has
+//! delivered the notification that carries it, and that thread then frees
+//! it: every one of the object's allocations is freed by a thread other
+//! than the one that made them, which costs most allocators an atomic
+//! operation per block and keeps the freed memory away from the thread that
+//! allocates next. A producer that knows where objects were allocated (the
+//! reflector decodes each key's objects on one thread) installs a
+//! [`Reclaimer`] with [`SharedIndexInformer::set_reclaimer`], and handler
+//! threads hand it, once per batch of notifications delivered, the objects
+//! nothing else references any more.
+//!
+//! [`SharedIndexInformer::set_reclaimer`]: crate::SharedIndexInformer::set_reclaimer
+
+use std::sync::{Arc, OnceLock};
+
+use crate::delta::DeletedObject;
+use crate::handler::Notification;
+use crate::key::ObjectKey;
+
+/// Takes objects the informer no longer references, to drop them where the
+/// caller chooses (typically on the thread that allocated them).
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer_core::{ObjectKey, Reclaimer};
+///
+/// /// Drops everything on the calling thread (what happens without one).
+/// struct DropHere;
+/// impl<K> Reclaimer<K> for DropHere {
+///     fn reclaim(&self, objects: Vec<(ObjectKey, Arc<K>)>) {
+///         drop(objects);
+///     }
+/// }
+/// let r: Arc<dyn Reclaimer<String>> = Arc::new(DropHere);
+/// r.reclaim(vec![(ObjectKey::parse("ns/a"), Arc::new("a".to_string()))]);
+/// ```
+pub trait Reclaimer<K>: Send + Sync {
+    /// Takes the objects (each with its key, and each the last reference to
+    /// its object); the implementation drops them, on any thread.
+    fn reclaim(&self, objects: Vec<(ObjectKey, Arc<K>)>);
+}
+
+/// The informer's reclaimer, set at most once and shared with every
+/// handler registration.
+pub(crate) type ReclaimerSlot<K> = Arc<OnceLock<Arc<dyn Reclaimer<K>>>>;
+
+/// Collects the objects of delivered notifications that nothing else
+/// references, and hands them to the reclaimer in one call.
+pub(crate) struct Garbage<'a, K> {
+    reclaimer: &'a dyn Reclaimer<K>,
+    objects: Vec<(ObjectKey, Arc<K>)>,
+}
+
+impl<'a, K> Garbage<'a, K> {
+    pub(crate) fn new(reclaimer: &'a dyn Reclaimer<K>) -> Self {
+        Self {
+            reclaimer,
+            objects: Vec::new(),
+        }
+    }
+
+    /// Takes the notification's objects: the last references go to the
+    /// reclaimer, the others are simply released.
+    pub(crate) fn take(&mut self, key: &ObjectKey, note: Notification<K>) {
+        match note {
+            Notification::Add { obj, .. } => self.object(key, obj),
+            Notification::Update { old, new, .. } => {
+                self.object(key, old);
+                self.object(key, new);
+            }
+            Notification::Delete(DeletedObject::Final(obj)) => self.object(key, obj),
+            Notification::Delete(DeletedObject::Unknown(t)) => self.object(key, t.last_known),
+        }
+    }
+
+    fn object(&mut self, key: &ObjectKey, obj: Arc<K>) {
+        // Only this thread holds it, and nobody can clone it from here on:
+        // it is freed wherever it is dropped next.
+        if Arc::strong_count(&obj) == 1 && Arc::weak_count(&obj) == 0 {
+            self.objects.push((key.clone(), obj));
+        }
+    }
+}
+
+impl<K> Drop for Garbage<'_, K> {
+    fn drop(&mut self) {
+        if !self.objects.is_empty() {
+            self.reclaimer.reclaim(std::mem::take(&mut self.objects));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::delta::DeletedFinalStateUnknown;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<(String, u32)>>);
+
+    impl Reclaimer<u32> for Collect {
+        fn reclaim(&self, objects: Vec<(ObjectKey, Arc<u32>)>) {
+            let mut seen = self.0.lock();
+            for (key, obj) in objects {
+                assert_eq!(Arc::strong_count(&obj), 1);
+                seen.push((key.to_string(), *obj));
+            }
+        }
+    }
+
+    #[test]
+    fn only_last_references_are_handed_over_in_one_call_per_batch() {
+        let collect = Collect::default();
+        let cached = Arc::new(2u32);
+        let kept = Arc::new(5u32);
+        let (a, b, c) = (
+            ObjectKey::parse("ns/a"),
+            ObjectKey::parse("ns/b"),
+            ObjectKey::parse("ns/c"),
+        );
+        {
+            let mut garbage = Garbage::new(&collect);
+            // Replaced: the old version is the last reference, the new one
+            // is still cached.
+            garbage.take(
+                &a,
+                Notification::Update {
+                    old: Arc::new(1),
+                    new: Arc::clone(&cached),
+                    is_resync: false,
+                },
+            );
+            // Someone else still holds this one.
+            garbage.take(
+                &b,
+                Notification::Add {
+                    obj: Arc::clone(&kept),
+                    is_in_initial_list: false,
+                },
+            );
+            garbage.take(&b, Notification::Delete(DeletedObject::Final(Arc::new(3))));
+            garbage.take(
+                &c,
+                Notification::Delete(DeletedObject::Unknown(DeletedFinalStateUnknown {
+                    key: c.clone(),
+                    last_known: Arc::new(4),
+                })),
+            );
+            assert!(
+                collect.0.lock().is_empty(),
+                "handed over when the batch ends"
+            );
+        }
+        assert_eq!(
+            *collect.0.lock(),
+            vec![("ns/a".into(), 1), ("ns/b".into(), 3), ("ns/c".into(), 4)]
+        );
+        assert_eq!(
+            (Arc::strong_count(&cached), Arc::strong_count(&kept)),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_batch_without_last_references_makes_no_call() {
+        struct Never;
+        impl Reclaimer<u32> for Never {
+            fn reclaim(&self, _: Vec<(ObjectKey, Arc<u32>)>) {
+                panic!("nothing to reclaim");
+            }
+        }
+        let held = Arc::new(1u32);
+        let mut garbage = Garbage::new(&Never);
+        garbage.take(
+            &ObjectKey::parse("a"),
+            Notification::Add {
+                obj: Arc::clone(&held),
+                is_in_initial_list: true,
+            },
+        );
+    }
+}

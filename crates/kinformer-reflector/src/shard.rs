@@ -1,0 +1,157 @@
+//! Which decode thread owns a key.
+//!
+//! Each key's objects are decoded on one decode thread, chosen from the key
+//! alone, so that the thread that allocated an object's versions is known
+//! wherever the object is let go of (see [`DecodePool::reclaimer`]). Before
+//! decoding, the key is found by a light scan of the raw JSON: the first
+//! `"name"` and `"namespace"` string fields after `"metadata"`. That is
+//! exact for the apiserver's field order (name and namespace lead
+//! `metadata`) and for alphabetical order unless a label or annotation is
+//! itself called `name` or `namespace`. A scan that finds no key, or a
+//! wrong one, only costs locality: decoded batches are put back in arrival
+//! order whatever thread decoded each line.
+//!
+//! [`DecodePool::reclaimer`]: crate::DecodePool::reclaimer
+
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
+/// FNV-1a over bytes given in pieces (the same as over their concatenation).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn shard(&self, shards: usize) -> usize {
+        // FNV's bits are poorly mixed for keys that differ in a digit or
+        // two: finish with a 64-bit mixer before the modulo.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^= h >> 33;
+        (h % shards.max(1) as u64) as usize
+    }
+}
+
+/// The shard of an object key (`namespace/name` or `name`).
+pub fn shard_of_key(key: &str, shards: usize) -> usize {
+    let mut h = Fnv::new();
+    h.write(key.as_bytes());
+    h.shard(shards)
+}
+
+/// The shard of the object in raw JSON (a watch line or a LIST item): that
+/// of its `metadata.namespace` and `metadata.name`, found by a scan of the
+/// first `metadata` object; shard 0 when they are not found.
+pub(crate) fn shard_of_json(json: &[u8], shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let Some((namespace, name)) = scan_key(json) else {
+        return 0;
+    };
+    let mut h = Fnv::new();
+    if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
+        h.write(ns);
+        h.write(b"/");
+    }
+    h.write(name);
+    h.shard(shards)
+}
+
+/// `(namespace, name)` of the object: the first `"namespace"` and `"name"`
+/// string fields after `"metadata"`.
+fn scan_key(json: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
+    static METADATA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"metadata\""));
+    static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"name\""));
+    static NAMESPACE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"namespace\""));
+    let metadata = json.get(METADATA.find(json)?..)?;
+    let name = string_field(metadata, &NAME)?;
+    Some((string_field(metadata, &NAMESPACE), name))
+}
+
+/// The value of the first field found by `field` (a quoted name) whose
+/// value is a string.
+fn string_field<'a>(json: &'a [u8], field: &Finder<'_>) -> Option<&'a [u8]> {
+    let mut from = 0;
+    loop {
+        let at = from + field.find(json.get(from..)?)? + field.needle().len();
+        from = at;
+        let rest = json.get(at..)?;
+        let mut i = skip_ws(rest, 0);
+        if rest.get(i) != Some(&b':') {
+            continue;
+        }
+        i = skip_ws(rest, i + 1);
+        if rest.get(i) != Some(&b'"') {
+            continue;
+        }
+        let value = rest.get(i + 1..)?;
+        return value.get(..memchr::memchr(b'"', value)?);
+    }
+}
+
+fn skip_ws(json: &[u8], mut i: usize) -> usize {
+    while matches!(json.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_line_and_its_key_have_the_same_shard() {
+        let line = br#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"a":"b","c":[1,{"d":"}"}]},"uid":"u-1","name":"web-0","generation":3,"namespace":"prod","managedFields":[{"f":{"f:x":{}}}]},"spec":{}}}"#;
+        assert_eq!(scan_key(line), Some((Some(&b"prod"[..]), &b"web-0"[..])));
+        for shards in 1..9 {
+            assert_eq!(
+                shard_of_json(line, shards),
+                shard_of_key("prod/web-0", shards)
+            );
+        }
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_hashes_its_name() {
+        let item = br#"{"metadata": {"name": "node-1", "resourceVersion": "5"}, "spec": {}}"#;
+        assert_eq!(scan_key(item), Some((None, &b"node-1"[..])));
+        assert_eq!(shard_of_json(item, 7), shard_of_key("node-1", 7));
+    }
+
+    #[test]
+    fn json_without_a_key_goes_to_shard_zero() {
+        for json in [
+            &br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}}"#[..],
+            br#"{"type":"ERROR","object":{"code":410}}"#,
+            br#"{"metadata":{"name":"#,
+            br#"{"metadata":{"name":{"x":1}}}"#,
+            b"not json",
+            b"",
+        ] {
+            assert_eq!(shard_of_json(json, 4), 0);
+        }
+    }
+
+    #[test]
+    fn keys_spread_over_the_shards() {
+        let mut counts = [0usize; 4];
+        for i in 0..4000 {
+            counts[shard_of_key(&format!("ns-{}/pod-{i}", i % 7), 4)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+}

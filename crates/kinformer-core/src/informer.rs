@@ -20,7 +20,7 @@ use crate::handler::ResourceEventHandler;
 use crate::index::Indexers;
 use crate::indexer::{Indexer, IndexerStats};
 use crate::processor::{Pipeline, ProcessorCounters};
-use crate::reclaimer::{Reclaimer, ReclaimerSlot};
+use crate::reclaimer::Reclaimer;
 use crate::registration::{HandlerRegistration, HandlerStats, Registration};
 
 /// The shortest resync period; shorter requests are raised to it.
@@ -83,6 +83,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
     /// Builds the informer (threads start with [`SharedIndexInformer::start`]).
     pub fn build(self) -> SharedIndexInformer<K> {
         let indexer = Indexer::new(self.indexers);
+        let reclaimer = indexer.reclaimer_slot();
         let fifo = Arc::new(DeltaFifo::new(indexer.clone(), self.transform));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         SharedIndexInformer {
@@ -95,7 +96,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
                     fifo,
                     indexer,
                     registrations: ArcSwap::from_pointee(Vec::new()),
-                    reclaimer: ReclaimerSlot::default(),
+                    reclaimer,
                     synced: Arc::new(AtomicBool::new(false)),
                     counters: ProcessorCounters::default(),
                 }),

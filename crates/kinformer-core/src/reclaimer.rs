@@ -7,9 +7,11 @@
 //! operation per block and keeps the freed memory away from the thread that
 //! allocates next. A producer that knows where objects were allocated (the
 //! reflector decodes each key's objects on one thread) installs a
-//! [`Reclaimer`] with [`SharedIndexInformer::set_reclaimer`], and handler
+//! [`Reclaimer`] with [`SharedIndexInformer::set_reclaimer`]. Handler
 //! threads hand it, once per batch of notifications delivered, the objects
-//! nothing else references any more.
+//! nothing else references any more; so does the Indexer for the objects a
+//! write batch replaced or removed, once no snapshot reaches them (when no
+//! handler holds them longer).
 //!
 //! [`SharedIndexInformer::set_reclaimer`]: crate::SharedIndexInformer::set_reclaimer
 
@@ -42,18 +44,19 @@ pub trait Reclaimer<K>: Send + Sync {
     fn reclaim(&self, objects: Vec<(ObjectKey, Arc<K>)>);
 }
 
-/// The informer's reclaimer, set at most once and shared with every
-/// handler registration.
+/// The informer's reclaimer, set at most once and shared by the Indexer and
+/// every handler registration.
 pub(crate) type ReclaimerSlot<K> = Arc<OnceLock<Arc<dyn Reclaimer<K>>>>;
 
-/// Collects the objects of delivered notifications that nothing else
-/// references, and hands them to the reclaimer in one call.
-pub(crate) struct Garbage<'a, K> {
+/// Collects the objects nothing else references (from delivered
+/// notifications, or retired from the cache), and hands them to the
+/// reclaimer in one call when dropped.
+pub(crate) struct LastReferences<'a, K> {
     reclaimer: &'a dyn Reclaimer<K>,
     objects: Vec<(ObjectKey, Arc<K>)>,
 }
 
-impl<'a, K> Garbage<'a, K> {
+impl<'a, K> LastReferences<'a, K> {
     pub(crate) fn new(reclaimer: &'a dyn Reclaimer<K>) -> Self {
         Self {
             reclaimer,
@@ -76,15 +79,26 @@ impl<'a, K> Garbage<'a, K> {
     }
 
     fn object(&mut self, key: &ObjectKey, obj: Arc<K>) {
-        // Only this thread holds it, and nobody can clone it from here on:
-        // it is freed wherever it is dropped next.
-        if Arc::strong_count(&obj) == 1 && Arc::weak_count(&obj) == 0 {
+        if is_last(&obj) {
             self.objects.push((key.clone(), obj));
+        }
+    }
+
+    /// Takes an object retired from the cache with its key.
+    pub(crate) fn entry(&mut self, key: ObjectKey, obj: Arc<K>) {
+        if is_last(&obj) {
+            self.objects.push((key, obj));
         }
     }
 }
 
-impl<K> Drop for Garbage<'_, K> {
+/// Whether `obj` is the last reference: only this thread holds it, and
+/// nobody can clone it from here on, so it is freed wherever it is dropped.
+fn is_last<K>(obj: &Arc<K>) -> bool {
+    Arc::strong_count(obj) == 1 && Arc::weak_count(obj) == 0
+}
+
+impl<K> Drop for LastReferences<'_, K> {
     fn drop(&mut self) {
         if !self.objects.is_empty() {
             self.reclaimer.reclaim(std::mem::take(&mut self.objects));
@@ -125,7 +139,7 @@ mod tests {
             ObjectKey::parse("ns/c"),
         );
         {
-            let mut garbage = Garbage::new(&collect);
+            let mut garbage = LastReferences::new(&collect);
             // Replaced: the old version is the last reference, the new one
             // is still cached.
             garbage.take(
@@ -176,7 +190,7 @@ mod tests {
             }
         }
         let held = Arc::new(1u32);
-        let mut garbage = Garbage::new(&Never);
+        let mut garbage = LastReferences::new(&Never);
         garbage.take(
             &ObjectKey::parse("a"),
             Notification::Add {

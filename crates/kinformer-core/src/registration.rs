@@ -23,7 +23,7 @@ use crate::handler::{Notification, ResourceEventHandler};
 use crate::index::panic_message;
 use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
-use crate::reclaimer::{Garbage, ReclaimerSlot};
+use crate::reclaimer::{LastReferences, ReclaimerSlot};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -326,7 +326,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
     /// reclaimer when one is set (see [`crate::reclaimer`]).
     fn release(&self, notes: impl IntoIterator<Item = (ObjectKey, Notification<K>)>) {
         if let Some(reclaimer) = self.reclaimer.get() {
-            let mut garbage = Garbage::new(&**reclaimer);
+            let mut garbage = LastReferences::new(&**reclaimer);
             for (key, note) in notes {
                 garbage.take(&key, note);
             }

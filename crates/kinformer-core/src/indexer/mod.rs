@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use crate::error::IndexerError;
 use crate::index::{IndexFn, Indexers};
 use crate::key::{ObjectKey, with_key_buf};
+use crate::reclaimer::ReclaimerSlot;
 
 pub use namespaced::NamespacedIndexer;
 use snapshot::IndexTrie;
@@ -33,6 +34,7 @@ use write::{WriteCounters, WriterState, values_or_log};
 
 struct Shared<K> {
     current: ArcSwap<Snapshot<K>>,
+    reclaimer: ReclaimerSlot<K>,
     writer: Mutex<WriterState<K>>,
     counters: WriteCounters,
 }
@@ -86,14 +88,22 @@ impl<K> Indexer<K> {
             .into_iter()
             .map(|(n, f)| (Arc::<str>::from(n), f))
             .collect();
-        let writer = WriterState::new(index_fns);
+        let reclaimer = ReclaimerSlot::default();
+        let writer = WriterState::new(index_fns, Arc::clone(&reclaimer));
         Self {
             shared: Arc::new(Shared {
                 current: ArcSwap::new(Arc::clone(&writer.published)),
+                reclaimer,
                 writer: Mutex::new(writer),
                 counters: WriteCounters::default(),
             }),
         }
+    }
+
+    /// Where replaced and removed objects go once no snapshot reaches them
+    /// (shared with the informer's handler registrations).
+    pub(crate) fn reclaimer_slot(&self) -> ReclaimerSlot<K> {
+        Arc::clone(&self.shared.reclaimer)
     }
 
     /// The current snapshot: O(1), lock-free. Hold it to make several reads

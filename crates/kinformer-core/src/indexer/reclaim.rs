@@ -24,12 +24,16 @@ use std::sync::Arc;
 use crate::indexer::snapshot::{KeySet, Snapshot, Tries};
 use crate::indexer::trie::Garbage;
 use crate::key::ObjectKey;
+use crate::reclaimer::{LastReferences, Reclaimer};
 
 /// What one write batch retired, for every trie type of the cache.
 pub(crate) struct Retired<K> {
     pub(crate) objects: Garbage<ObjectKey, Arc<K>>,
     pub(crate) values: Garbage<Arc<str>, KeySet>,
     pub(crate) keys: Garbage<ObjectKey, ()>,
+    /// Where the replaced and removed objects go when this is dropped, if
+    /// the informer has a reclaimer (see [`crate::reclaimer`]).
+    pub(crate) reclaimer: Option<Arc<dyn Reclaimer<K>>>,
 }
 
 impl<K> Default for Retired<K> {
@@ -38,6 +42,18 @@ impl<K> Default for Retired<K> {
             objects: Garbage::default(),
             values: Garbage::default(),
             keys: Garbage::default(),
+            reclaimer: None,
+        }
+    }
+}
+
+impl<K> Drop for Retired<K> {
+    fn drop(&mut self) {
+        if let Some(reclaimer) = self.reclaimer.take() {
+            let mut last = LastReferences::new(&*reclaimer);
+            for entry in self.objects.take_entries() {
+                last.entry(entry.key, entry.value);
+            }
         }
     }
 }

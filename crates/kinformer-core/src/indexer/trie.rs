@@ -213,6 +213,13 @@ impl<K, V> Default for Garbage<K, V> {
     }
 }
 
+impl<K, V> Garbage<K, V> {
+    /// Takes the retired entries out (the nodes stay, freed on drop).
+    pub(crate) fn take_entries(&mut self) -> Vec<Entry<K, V>> {
+        std::mem::take(&mut self.entries)
+    }
+}
+
 impl<K, V> Drop for Garbage<K, V> {
     fn drop(&mut self) {
         for slots in self.nodes.drain(..) {

@@ -10,6 +10,7 @@ use crate::index::IndexFn;
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
 use crate::indexer::snapshot::{Hasher, IndexTrie, KeySet, Snapshot, Tries};
 use crate::key::ObjectKey;
+use crate::reclaimer::ReclaimerSlot;
 
 /// How many replaced snapshots the writer keeps while a reader may still
 /// hold them (see [`WriterState::linger`]).
@@ -32,10 +33,12 @@ pub(crate) struct WriterState<K> {
     pub(crate) dirty: bool,
     /// Recently replaced snapshots, oldest first (see [`Self::linger`]).
     lingering: VecDeque<Arc<Snapshot<K>>>,
+    /// Where retired objects go once no snapshot reaches them.
+    reclaimer: ReclaimerSlot<K>,
 }
 
 impl<K> WriterState<K> {
-    pub(crate) fn new(index_fns: IndexFns<K>) -> Self {
+    pub(crate) fn new(index_fns: IndexFns<K>, reclaimer: ReclaimerSlot<K>) -> Self {
         let hasher = Hasher::default();
         let master = Tries {
             objects: Default::default(),
@@ -54,6 +57,7 @@ impl<K> WriterState<K> {
             index_fns,
             dirty: false,
             lingering: VecDeque::with_capacity(LINGER + 1),
+            reclaimer,
         }
     }
 
@@ -71,11 +75,13 @@ impl<K> WriterState<K> {
         self.generation += 1;
         self.dirty = false;
         let previous = std::mem::replace(&mut self.published, Arc::clone(&next));
+        let mut retired = std::mem::take(&mut self.retired);
+        retired.reclaimer = self.reclaimer.get().cloned();
         hand_over(
             &previous,
             Successor {
                 next: Some(Arc::clone(&next)),
-                retired: std::mem::take(&mut self.retired),
+                retired,
                 last: None,
             },
         );

@@ -15,10 +15,12 @@
 //!
 //! [`SharedIndexInformer::set_reclaimer`]: crate::SharedIndexInformer::set_reclaimer
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
 
 use crate::delta::DeletedObject;
 use crate::handler::Notification;
+use crate::index::panic_message;
 use crate::key::ObjectKey;
 
 /// Takes objects the informer no longer references, to drop them where the
@@ -100,8 +102,17 @@ fn is_last<K>(obj: &Arc<K>) -> bool {
 
 impl<K> Drop for LastReferences<'_, K> {
     fn drop(&mut self) {
-        if !self.objects.is_empty() {
-            self.reclaimer.reclaim(std::mem::take(&mut self.objects));
+        if self.objects.is_empty() {
+            return;
+        }
+        let (reclaimer, objects) = (self.reclaimer, std::mem::take(&mut self.objects));
+        // A panicking reclaimer must not take down a handler thread (or
+        // abort a drop already unwinding): what it held is dropped here.
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| reclaimer.reclaim(objects))) {
+            tracing::error!(
+                panic = %panic_message(&*panic),
+                "reclaimer panicked; its objects were dropped in place"
+            );
         }
     }
 }
@@ -179,6 +190,32 @@ mod tests {
             (Arc::strong_count(&cached), Arc::strong_count(&kept)),
             (1, 1)
         );
+    }
+
+    #[test]
+    fn a_panicking_reclaimer_is_caught_and_its_objects_dropped() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        /// Counts its drops.
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        struct Panics;
+        impl Reclaimer<Counted> for Panics {
+            fn reclaim(&self, _: Vec<(ObjectKey, Arc<Counted>)>) {
+                panic!("reclaimer bug");
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        {
+            let mut last = LastReferences::new(&Panics);
+            last.entry(ObjectKey::parse("a"), Arc::new(Counted(Arc::clone(&drops))));
+            last.entry(ObjectKey::parse("b"), Arc::new(Counted(Arc::clone(&drops))));
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
     #[test]

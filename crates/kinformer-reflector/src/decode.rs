@@ -38,8 +38,10 @@ type Job = Box<dyn FnOnce() + Send>;
 /// assert_eq!(answer.blocking_recv().unwrap(), 42);
 /// ```
 pub struct DecodePool {
-    /// One queue per thread (empty once the pool is closing).
-    jobs: Vec<Sender<Job>>,
+    /// One queue per thread (none once the pool is closing). Reclaimers
+    /// hold them weakly: a reclaimer never keeps the pool's threads alive,
+    /// nor ends up running its `Drop`.
+    jobs: Option<Arc<[Sender<Job>]>>,
     /// Where the next job without a shard goes.
     next: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -62,7 +64,7 @@ impl DecodePool {
             );
         }
         Ok(Arc::new(Self {
-            jobs,
+            jobs: Some(jobs.into()),
             next: AtomicUsize::new(0),
             threads: Mutex::new(handles),
             size,
@@ -110,46 +112,53 @@ impl DecodePool {
     }
 
     fn run_on(&self, shard: usize, job: Job) {
-        if let Some(jobs) = self.jobs.get(shard % self.size) {
-            // Each thread holds its receiver until `jobs` is cleared in
-            // `Drop`, so a send from a live pool cannot fail.
-            let _ = jobs.send(job);
+        if let Some(jobs) = &self.jobs {
+            send(jobs, shard, job);
         }
     }
 
     /// A [`Reclaimer`] for informers fed by this pool: objects are dropped
     /// on the thread of their key's shard, the one that decoded them.
     /// Once the pool is gone, objects are dropped where they are handed in.
-    pub fn reclaimer<K: Send + Sync + 'static>(self: &Arc<Self>) -> Arc<dyn Reclaimer<K>> {
+    pub fn reclaimer<K: Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
         Arc::new(ShardReclaimer {
-            pool: Arc::downgrade(self),
+            jobs: self.jobs.as_ref().map(Arc::downgrade),
         })
+    }
+}
+
+/// Sends `job` to thread `shard % jobs.len()`.
+fn send(jobs: &[Sender<Job>], shard: usize, job: Job) {
+    if let Some(tx) = jobs.get(shard % jobs.len().max(1)) {
+        // Each thread holds its receiver until every sender is dropped, so
+        // a send through a live sender cannot fail.
+        let _ = tx.send(job);
     }
 }
 
 /// Hands objects back to the decode thread of their key's shard.
 struct ShardReclaimer {
-    pool: Weak<DecodePool>,
+    jobs: Option<Weak<[Sender<Job>]>>,
 }
 
 impl<K: Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
     fn reclaim(&self, objects: Vec<(ObjectKey, Arc<K>)>) {
-        let Some(pool) = self.pool.upgrade() else {
+        // Once the pool is closing, objects are dropped here.
+        let Some(jobs) = self.jobs.as_ref().and_then(Weak::upgrade) else {
             return;
         };
-        if pool.size == 1 {
-            pool.run_on(0, Box::new(move || drop(objects)));
+        if jobs.len() == 1 {
+            send(&jobs, 0, Box::new(move || drop(objects)));
             return;
         }
         let mut shards: Vec<Vec<(ObjectKey, Arc<K>)>> =
-            (0..pool.size).map(|_| Vec::new()).collect();
+            (0..jobs.len()).map(|_| Vec::new()).collect();
         for (key, obj) in objects {
-            let shard = shard_of_key(key.as_str(), pool.size);
-            shards[shard].push((key, obj));
+            shards[shard_of_key(key.as_str(), jobs.len())].push((key, obj));
         }
         for (shard, objects) in shards.into_iter().enumerate() {
             if !objects.is_empty() {
-                pool.run_on(shard, Box::new(move || drop(objects)));
+                send(&jobs, shard, Box::new(move || drop(objects)));
             }
         }
     }
@@ -170,7 +179,9 @@ fn work(rx: &Receiver<Job>) {
 
 impl Drop for DecodePool {
     fn drop(&mut self) {
-        self.jobs.clear();
+        // Closes the queues (a reclaimer's upgrade keeps them open only for
+        // the few sends it is making).
+        self.jobs.take();
         let me = std::thread::current().id();
         for h in self.threads.get_mut().drain(..) {
             // The last handle may be dropped by a job on the pool itself.

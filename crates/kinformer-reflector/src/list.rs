@@ -129,11 +129,9 @@ where
             while let Some(batch) = pending.pop_front() {
                 self.queue_items(&mut session, batch, token).await?;
             }
-            let per_batch = page.items.len().div_ceil(self.decode_threads()).max(16);
-            let decoder = self.decoder();
-            for chunk in page.items.chunks(per_batch) {
-                pending.push_back(decoder.items(chunk.to_vec()));
-            }
+            // One batch per page: the decoder spreads its items over the
+            // decode threads by key.
+            pending.push_back(self.decoder().items(page.items));
             match page.continue_ {
                 Some(c) if limit > 0 => {
                     paginated = true;

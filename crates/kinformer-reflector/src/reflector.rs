@@ -147,11 +147,6 @@ where
             .skip_managed_fields(self.config.skip_managed_fields)
     }
 
-    /// Decode threads available (1 when decoding inline).
-    pub(crate) fn decode_threads(&self) -> usize {
-        self.pool.as_ref().map_or(1, |p| p.size())
-    }
-
     /// Waits while the queue holds more than `max_queued_keys` keys, so the
     /// reader never runs far ahead of the processor pool (a relist then
     /// replaces objects about as fast as it receives them).

@@ -4,7 +4,8 @@
 //! alone, so that the thread that allocated an object's versions is known
 //! wherever the object is let go of (see [`DecodePool::reclaimer`]). Before
 //! decoding, the key is found by a light scan of the raw JSON: the first
-//! `"name"` and `"namespace"` string fields after `"metadata"`. That is
+//! `"name"` string field after `"metadata"`, and a `"namespace"` string
+//! field shortly after it. That is
 //! exact for the apiserver's field order (name and namespace lead
 //! `metadata`) and for alphabetical order unless a label or annotation is
 //! itself called `name` or `namespace`. A scan that finds no key, or a
@@ -70,23 +71,41 @@ pub(crate) fn shard_of_json(json: &[u8], shards: usize) -> usize {
     h.shard(shards)
 }
 
-/// `(namespace, name)` of the object: the first `"namespace"` and `"name"`
-/// string fields after `"metadata"`.
+/// `(namespace, name)` of the object: the first `"name"` string field
+/// after `"metadata"`, and a `"namespace"` string field shortly after it.
 fn scan_key(json: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
     static METADATA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"metadata\""));
     static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"name\""));
     static NAMESPACE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"namespace\""));
     let metadata = json.get(METADATA.find(json)?..)?;
-    let name = string_field(metadata, &NAME)?;
-    Some((string_field(metadata, &NAMESPACE), name))
+    let (name, name_end) = string_field(metadata, &NAME, 0, usize::MAX)?;
+    // `namespace` follows `name` closely in both orders (apiserver: after
+    // `generateName`; alphabetical: next). Looking further would find the
+    // `namespace` fields in the spec of cluster-scoped objects (a
+    // PersistentVolume's `claimRef`, a binding's subjects).
+    let namespace = string_field(metadata, &NAMESPACE, name_end, name_end + NAMESPACE_WITHIN);
+    Some((namespace.map(|(ns, _)| ns), name))
 }
 
-/// The value of the first field found by `field` (a quoted name) whose
-/// value is a string.
-fn string_field<'a>(json: &'a [u8], field: &Finder<'_>) -> Option<&'a [u8]> {
-    let mut from = 0;
+/// How far after `name`'s value the `"namespace"` field may start: past a
+/// `generateName` field (a value of at most 63 characters).
+const NAMESPACE_WITHIN: usize = 96;
+
+/// The value of the first field found by `field` (a quoted name) from
+/// `from` on whose value is a string, if that field starts before
+/// `starts_before`; with where the value ends in `json`.
+fn string_field<'a>(
+    json: &'a [u8],
+    field: &Finder<'_>,
+    mut from: usize,
+    starts_before: usize,
+) -> Option<(&'a [u8], usize)> {
     loop {
-        let at = from + field.find(json.get(from..)?)? + field.needle().len();
+        let start = from + field.find(json.get(from..)?)?;
+        if start >= starts_before {
+            return None;
+        }
+        let at = start + field.needle().len();
         from = at;
         let rest = json.get(at..)?;
         let mut i = skip_ws(rest, 0);
@@ -98,7 +117,8 @@ fn string_field<'a>(json: &'a [u8], field: &Finder<'_>) -> Option<&'a [u8]> {
             continue;
         }
         let value = rest.get(i + 1..)?;
-        return value.get(..memchr::memchr(b'"', value)?);
+        let len = memchr::memchr(b'"', value)?;
+        return Some((value.get(..len)?, at + i + 1 + len + 1));
     }
 }
 
@@ -130,6 +150,12 @@ mod tests {
         let item = br#"{"metadata": {"name": "node-1", "resourceVersion": "5"}, "spec": {}}"#;
         assert_eq!(scan_key(item), Some((None, &b"node-1"[..])));
         assert_eq!(shard_of_json(item, 7), shard_of_key("node-1", 7));
+    }
+
+    #[test]
+    fn a_namespace_in_the_spec_of_a_cluster_scoped_object_is_not_taken() {
+        let pv = br#"{"kind":"PersistentVolume","apiVersion":"v1","metadata":{"name":"pv-1","uid":"6f1e2d3c-4b5a-4968-8776-000000000001","resourceVersion":"12345","creationTimestamp":"2025-01-01T00:00:00Z"},"spec":{"claimRef":{"namespace":"prod","name":"data"}}}"#;
+        assert_eq!(scan_key(pv), Some((None, &b"pv-1"[..])));
     }
 
     #[test]

@@ -117,7 +117,7 @@ where
     }
 
     /// How many batches to keep in flight.
-    fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.pool.as_ref().map_or(1, |p| 2 * p.size())
     }
 

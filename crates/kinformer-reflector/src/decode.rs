@@ -147,10 +147,6 @@ impl<K: Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         let Some(jobs) = self.jobs.as_ref().and_then(Weak::upgrade) else {
             return;
         };
-        if jobs.len() == 1 {
-            send(&jobs, 0, Box::new(move || drop(objects)));
-            return;
-        }
         let mut shards: Vec<Vec<(ObjectKey, Arc<K>)>> =
             (0..jobs.len()).map(|_| Vec::new()).collect();
         for (key, obj) in objects {

@@ -73,14 +73,16 @@ pub enum Pending<T> {
 impl<T> Pending<T> {
     /// The batch's results in input order (waits for the pool threads).
     pub async fn wait(self) -> Result<Vec<T>, ReflectorError> {
-        let (len, parts) = match self {
+        let (len, mut parts) = match self {
             Pending::Ready(v) => return Ok(v),
-            Pending::InFlight { len, mut parts } if parts.len() == 1 => match parts.pop() {
-                Some((_, rx)) => return rx.await.map_err(|_| ReflectorError::DecodeWorkerLost),
-                None => (len, parts),
-            },
             Pending::InFlight { len, parts } => (len, parts),
         };
+        // One part holds the whole batch in order.
+        if parts.len() == 1
+            && let Some((_, rx)) = parts.pop()
+        {
+            return rx.await.map_err(|_| ReflectorError::DecodeWorkerLost);
+        }
         let mut slots: Vec<Option<T>> = (0..len).map(|_| None).collect();
         for (positions, rx) in parts {
             let results = rx.await.map_err(|_| ReflectorError::DecodeWorkerLost)?;

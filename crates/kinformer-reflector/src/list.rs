@@ -146,10 +146,10 @@ where
                 if chunk.is_empty() {
                     break;
                 }
-                while pending.len() >= decoder.depth() {
-                    if let Some(batch) = pending.pop_front() {
-                        self.queue_items(&mut session, batch, token).await?;
-                    }
+                while pending.len() >= decoder.depth()
+                    && let Some(batch) = pending.pop_front()
+                {
+                    self.queue_items(&mut session, batch, token).await?;
                 }
                 pending.push_back(decoder.items(chunk));
             }

@@ -82,6 +82,35 @@ fn empty_index_sets_are_removed() {
 }
 
 #[test]
+fn an_id_given_back_by_a_removed_object_serves_a_new_one_without_mixing_snapshots() {
+    let indexer: Indexer<ConfigMap> = Indexer::new(builtin_indexers());
+    seed_cache(
+        &indexer,
+        &[
+            cm_labels("a", 1, &[("app", "web")]),
+            cm_labels("b", 2, &[("app", "db")]),
+        ],
+    );
+    let before = indexer.snapshot();
+    // `a`'s id is given back and taken by `c` in the same batch.
+    indexer.write(|w| {
+        w.remove(&key("a"));
+        w.upsert(key("c"), Arc::new(cm_labels("c", 3, &[("app", "db")])));
+    });
+    let names = |snap: &kinformer_core::Snapshot<ConfigMap>, value: &str| {
+        sorted_names(snap.by_index(LABEL_INDEX, value).unwrap())
+    };
+    assert_eq!(names(&before, "app=web"), ["a"]);
+    assert_eq!(names(&before, "app=db"), ["b"]);
+    let after = indexer.snapshot();
+    assert!(names(&after, "app=web").is_empty());
+    assert_eq!(names(&after, "app=db"), ["b", "c"]);
+    let mut keys = after.index_keys(NAMESPACE_INDEX, "ns").unwrap();
+    keys.sort();
+    assert_eq!(keys, [key("b"), key("c")]);
+}
+
+#[test]
 fn add_indexers_after_objects_exist() {
     let indexer: Indexer<ConfigMap> = Indexer::new(Vec::new());
     seed_cache(&indexer, &[cm_labels("a", 1, &[("tier", "x")]), cm("b", 2)]);
@@ -91,6 +120,15 @@ fn add_indexers_after_objects_exist() {
         ["a"]
     );
     assert_eq!(indexer.by_index(NAMESPACE_INDEX, "ns").unwrap().len(), 2);
+    // Objects written after the indexes came keep being indexed.
+    indexer.write(|w| {
+        w.remove(&key("b"));
+        w.upsert(key("c"), Arc::new(cm_labels("c", 3, &[("tier", "x")])));
+    });
+    assert_eq!(
+        sorted_names(indexer.by_index(LABEL_INDEX, "tier=x").unwrap()),
+        ["a", "c"]
+    );
     assert_eq!(
         indexer.add_indexers(vec![(LABEL_INDEX.into(), IndexFn::labels())]),
         Err(IndexerError::IndexExists(LABEL_INDEX.into()))

@@ -8,6 +8,7 @@
 //! [`trie`] and [`reclaim`]), and publish it with a single atomic pointer
 //! swap.
 
+mod idset;
 mod namespaced;
 mod reclaim;
 mod snapshot;
@@ -242,6 +243,9 @@ impl<K> Indexer<K> {
                 return Err(IndexerError::IndexExists(name.clone()));
             }
         }
+        if state.index_fns.is_empty() && !indexers.is_empty() {
+            state.assign_ids();
+        }
         for (name, f) in indexers {
             let name: Arc<str> = Arc::from(name);
             let slot = state.master.indices.len();
@@ -252,8 +256,9 @@ impl<K> Indexer<K> {
             let objects = state.master.objects;
             let (mut edit, _) = state.index_edit();
             for entry in objects.iter() {
-                for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
-                    edit.add(slot, &v, &entry.key);
+                let object = &entry.value.object;
+                for v in values_or_log(&f, object, &name, &entry.key, &self.shared.counters) {
+                    edit.add(slot, &v, entry.value.id);
                 }
             }
             state.dirty = true;

@@ -21,16 +21,18 @@
 
 use std::sync::Arc;
 
-use crate::indexer::snapshot::{KeySet, Snapshot, Tries};
+use crate::indexer::idset::{Chunk, IdSet};
+use crate::indexer::snapshot::{Snapshot, Stored, Tries};
 use crate::indexer::trie::Garbage;
 use crate::key::ObjectKey;
 use crate::reclaimer::{LastReferences, Reclaimer};
 
 /// What one write batch retired, for every trie type of the cache.
 pub(crate) struct Retired<K> {
-    pub(crate) objects: Garbage<ObjectKey, Arc<K>>,
-    pub(crate) values: Garbage<Arc<str>, KeySet>,
-    pub(crate) keys: Garbage<ObjectKey, ()>,
+    pub(crate) objects: Garbage<ObjectKey, Stored<K>>,
+    pub(crate) ids: Garbage<u32, ObjectKey>,
+    pub(crate) values: Garbage<Arc<str>, IdSet>,
+    pub(crate) chunks: Garbage<u32, Chunk>,
     /// Where the replaced and removed objects go when this is dropped, if
     /// the informer has a reclaimer (see [`crate::reclaimer`]).
     pub(crate) reclaimer: Option<Arc<dyn Reclaimer<K>>>,
@@ -40,8 +42,9 @@ impl<K> Default for Retired<K> {
     fn default() -> Self {
         Self {
             objects: Garbage::default(),
+            ids: Garbage::default(),
             values: Garbage::default(),
-            keys: Garbage::default(),
+            chunks: Garbage::default(),
             reclaimer: None,
         }
     }
@@ -52,7 +55,7 @@ impl<K> Drop for Retired<K> {
         if let Some(reclaimer) = self.reclaimer.take() {
             let mut last = LastReferences::new(&*reclaimer);
             for entry in self.objects.take_entries() {
-                last.entry(entry.key, entry.value);
+                last.entry(entry.key, entry.value.object);
             }
         }
     }
@@ -73,7 +76,7 @@ pub(crate) struct Successor<K> {
 pub(crate) struct FinalTries<K>(pub(crate) Tries<K>);
 
 // SAFETY: `FinalTries` owns the entries its tries reach (`ObjectKey`,
-// `Arc<K>`, `Arc<str>`): sending or sharing it is sending or sharing those.
+// `Arc<K>`, `Arc<str>`, id chunks): sending or sharing it is sending or sharing those.
 unsafe impl<K: Send + Sync> Send for FinalTries<K> {}
 // SAFETY: as above; nothing is read through `&FinalTries`.
 unsafe impl<K: Send + Sync> Sync for FinalTries<K> {}
@@ -86,8 +89,9 @@ impl<K> Drop for FinalTries<K> {
         // and these do not was retired and is freed as garbage.
         unsafe {
             tries.objects.free_all(&mut drop);
+            tries.ids.free_all(&mut drop);
             for (_, index) in tries.indices {
-                index.free_all(&mut |entry| entry.value.free_all(&mut drop));
+                index.free_all(&mut |entry| entry.value.free_all());
             }
         }
     }

@@ -8,6 +8,7 @@ use kube_core::{Expression, Resource, Selector, SelectorExt};
 
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
+use crate::indexer::idset::IdSet;
 use crate::indexer::reclaim::{Successor, release_chain};
 use crate::indexer::trie::{Trie, prefetch_for_write};
 use crate::key::ObjectKey;
@@ -15,16 +16,38 @@ use crate::key::ObjectKey;
 /// The hasher of every cache trie: fast, and seeded per process so that
 /// object names chosen by cluster users cannot force collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
+/// An object as the cache stores it, with its id in the indexes.
+pub(crate) struct Stored<K> {
+    pub(crate) object: Arc<K>,
+    /// The object's id in [`IdSet`]s and the [`IdTable`]; [`NO_ID`] while
+    /// the cache has no index.
+    pub(crate) id: u32,
+}
+
+/// The id of objects of a cache without indexes.
+pub(crate) const NO_ID: u32 = u32::MAX;
+
+impl<K> Clone for Stored<K> {
+    fn clone(&self) -> Self {
+        Self {
+            object: Arc::clone(&self.object),
+            id: self.id,
+        }
+    }
+}
+
 /// Objects by key.
-pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Arc<K>>;
-/// The keys filed under one index value.
-pub(crate) type KeySet = Trie<ObjectKey, ()>;
-/// One index: value → keys.
-pub(crate) type IndexTrie = Trie<Arc<str>, KeySet>;
+pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Stored<K>>;
+/// Keys by object id (the hash of an id is the id itself: ids are dense).
+pub(crate) type IdTable = Trie<u32, ObjectKey>;
+/// One index: value → ids of the objects filed under it.
+pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
 
 /// The tries of one version of the cache (handles: copying one aliases).
 pub(crate) struct Tries<K> {
     pub(crate) objects: ObjectTrie<K>,
+    /// Empty while no index is registered.
+    pub(crate) ids: IdTable,
     /// Indexes by name, in registration order.
     pub(crate) indices: Vec<(Arc<str>, IndexTrie)>,
 }
@@ -33,6 +56,7 @@ impl<K> Default for Tries<K> {
     fn default() -> Self {
         Self {
             objects: Trie::new(),
+            ids: Trie::new(),
             indices: Vec::new(),
         }
     }
@@ -42,6 +66,7 @@ impl<K> Clone for Tries<K> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects,
+            ids: self.ids,
             indices: self.indices.clone(),
         }
     }
@@ -92,7 +117,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .get(self.hash(key), key)
-            .map(|e| &e.value)
+            .map(|e| &e.value.object)
     }
 
     /// A new reference to the object stored under `key`. The object's
@@ -105,9 +130,9 @@ impl<K> Snapshot<K> {
             .get_hinted(self.hash(key), key, |value| {
                 // The count sits in front of the value in the same
                 // allocation: prefetch the line holding the count.
-                prefetch_for_write(Arc::as_ptr(value).cast::<u8>().wrapping_sub(16));
+                prefetch_for_write(Arc::as_ptr(&value.object).cast::<u8>().wrapping_sub(16));
             })
-            .map(|e| Arc::clone(&e.value))
+            .map(|e| Arc::clone(&e.value.object))
     }
 
     /// Whether `key` is cached.
@@ -127,7 +152,7 @@ impl<K> Snapshot<K> {
 
     /// Iterates over every cached key and object (unordered).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<K>)> {
-        self.tries.objects.iter().map(|e| (&e.key, &e.value))
+        self.tries.objects.iter().map(|e| (&e.key, &e.value.object))
     }
 
     /// Every cached object (unordered).
@@ -135,7 +160,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .iter()
-            .map(|e| Arc::clone(&e.value))
+            .map(|e| Arc::clone(&e.value.object))
             .collect()
     }
 
@@ -164,27 +189,28 @@ impl<K> Snapshot<K> {
             .ok_or_else(|| IndexerError::NoSuchIndex(name.to_string()))
     }
 
-    /// The keys filed under `value` in `index`.
-    fn key_set<'i>(&self, index: &'i IndexTrie, value: &str) -> Option<&'i KeySet> {
+    /// The ids filed under `value` in `index`.
+    fn id_set<'i>(&self, index: &'i IndexTrie, value: &str) -> Option<&'i IdSet> {
         index.get(self.hash(value), value).map(|e| &e.value)
     }
 
-    /// The objects of a key set (each key's hash is stored with it).
-    fn objects_of<'s>(&'s self, keys: &'s KeySet) -> impl Iterator<Item = &'s Arc<K>> {
-        keys.iter().filter_map(|k| {
-            self.tries
-                .objects
-                .get(k.hash, k.key.as_str())
-                .map(|e| &e.value)
-        })
+    /// The keys of a set of ids.
+    fn keys_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s ObjectKey> {
+        ids.iter()
+            .filter_map(|id| self.tries.ids.get(u64::from(id), &id).map(|e| &e.value))
+    }
+
+    /// The objects of a set of ids.
+    fn objects_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s Arc<K>> {
+        self.keys_of(ids).filter_map(|key| self.get(key.as_str()))
     }
 
     /// Keys filed under `value` in index `name`.
     pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
         let index = self.index(name)?;
         Ok(self
-            .key_set(index, value)
-            .map(|set| set.iter().map(|e| e.key.clone()).collect())
+            .id_set(index, value)
+            .map(|set| self.keys_of(set).cloned().collect())
             .unwrap_or_default())
     }
 
@@ -192,7 +218,7 @@ impl<K> Snapshot<K> {
     pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
         let index = self.index(name)?;
         Ok(self
-            .key_set(index, value)
+            .id_set(index, value)
             .map(|set| self.objects_of(set).cloned().collect())
             .unwrap_or_default())
     }
@@ -236,8 +262,8 @@ impl<K: Resource> Snapshot<K> {
             if let Some(values) = narrowing {
                 let mut out = Vec::new();
                 for v in values {
-                    if let Some(keys) = self.key_set(index, &v) {
-                        out.extend(self.objects_of(keys).filter(|o| matches(o)).cloned());
+                    if let Some(ids) = self.id_set(index, &v) {
+                        out.extend(self.objects_of(ids).filter(|o| matches(o)).cloned());
                     }
                 }
                 return out;

@@ -218,6 +218,11 @@ impl<K, V> Garbage<K, V> {
     pub(crate) fn take_entries(&mut self) -> Vec<Entry<K, V>> {
         std::mem::take(&mut self.entries)
     }
+
+    /// The value of the entry retired last.
+    pub(crate) fn last_value(&self) -> Option<&V> {
+        self.entries.last().map(|e| &e.value)
+    }
 }
 
 impl<K, V> Drop for Garbage<K, V> {
@@ -371,6 +376,7 @@ impl<K, V> Trie<K, V> {
     }
 
     /// Stores `value` under `key`; returns a clone of the replaced value.
+    #[cfg(test)]
     pub(crate) fn insert(
         &mut self,
         generation: u64,
@@ -383,22 +389,46 @@ impl<K, V> Trie<K, V> {
         K: Eq,
         V: Clone,
     {
-        let entry = Entry { hash, key, value };
-        let old = match &mut self.root {
+        self.insert_with(generation, garbage, hash, key, |_| value)
+            .then(|| garbage.last_value().cloned())
+            .flatten()
+    }
+
+    /// Stores under `key` the value `make` builds from the one it replaces
+    /// (if any). Returns whether a value was replaced (it is then the last
+    /// entry of `garbage`).
+    pub(crate) fn insert_with(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: K,
+        make: impl FnOnce(Option<&V>) -> V,
+    ) -> bool
+    where
+        K: Eq,
+    {
+        let replaced = match &mut self.root {
             None => {
+                let entry = Entry {
+                    hash,
+                    key,
+                    value: make(None),
+                };
                 let slots = vec![Slot::Entry(ManuallyDrop::new(entry))];
                 self.root = Some(Node::new(generation, bit_of(hash, 0), false, slots));
-                None
+                false
             }
-            Some(root) => insert_at(root, 0, generation, garbage, entry),
+            Some(root) => insert_at(root, 0, generation, garbage, (hash, key, make)),
         };
-        if old.is_none() {
+        if !replaced {
             self.len += 1;
         }
-        old
+        replaced
     }
 
     /// Removes `key`; returns a clone of the removed value.
+    #[cfg(test)]
     pub(crate) fn remove<Q>(
         &mut self,
         generation: u64,
@@ -411,20 +441,42 @@ impl<K, V> Trie<K, V> {
         Q: Eq + ?Sized,
         V: Clone,
     {
+        self.remove_quiet(generation, garbage, hash, key)
+            .then(|| garbage.last_value().cloned())
+            .flatten()
+    }
+
+    /// Removes `key`; returns whether it was present (the removed entry is
+    /// then the last entry of `garbage`).
+    pub(crate) fn remove_quiet<Q>(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<K, V>,
+        hash: u64,
+        key: &Q,
+    ) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
         // Only copy a path when there is something to remove.
-        self.get(hash, key)?;
-        let root = self.root.as_mut()?;
-        let old = remove_at(root, 0, generation, garbage, hash, key);
+        if self.get(hash, key).is_none() {
+            return false;
+        }
+        let Some(root) = self.root.as_mut() else {
+            return false;
+        };
+        let removed = remove_at(root, 0, generation, garbage, hash, key);
         if root.slots().is_empty() {
             // SAFETY: `remove_at` reallocated the root's slots in this
             // generation: no published version reaches them.
             unsafe { free_slots((root.ptr, root.len)) };
             self.root = None;
         }
-        if old.is_some() {
+        if removed {
             self.len -= 1;
         }
-        old
+        removed
     }
 
     /// Frees every node and drops every entry through `drop_entry`.
@@ -455,11 +507,10 @@ impl<K, V: Nested> Trie<K, V> {
     where
         K: Borrow<Q> + Eq,
         Q: Eq + ?Sized,
-        V: Clone,
     {
         if self.get(hash, key).is_none() {
             let (k, v) = make();
-            self.insert(generation, garbage, hash, k, v);
+            self.insert_with(generation, garbage, hash, k, |_| v);
         }
         self.present_mut(generation, garbage, hash, key)
     }
@@ -513,72 +564,90 @@ impl<K, V: Nested> Trie<K, V> {
 pub(crate) trait Nested {}
 impl<K, V> Nested for Trie<K, V> {}
 
-fn insert_at<K: Eq, V: Clone>(
+/// The entry being inserted: its hash and key, and how to build its value
+/// from the one it replaces.
+type Pending<K, F> = (u64, K, F);
+
+fn new_entry<K, V>((hash, key, make): Pending<K, impl FnOnce(Option<&V>) -> V>) -> Entry<K, V> {
+    Entry {
+        hash,
+        key,
+        value: make(None),
+    }
+}
+
+/// Inserts below `node`; returns whether an entry was replaced.
+fn insert_at<K: Eq, V>(
     node: &mut Node<K, V>,
     shift: u32,
     generation: u64,
     garbage: &mut Garbage<K, V>,
-    entry: Entry<K, V>,
-) -> Option<V> {
+    pending: Pending<K, impl FnOnce(Option<&V>) -> V>,
+) -> bool {
+    let hash = pending.0;
     if node.collision {
         let found = node
             .slots()
             .iter()
-            .position(|s| matches!(s, Slot::Entry(e) if e.key == entry.key));
+            .position(|s| matches!(s, Slot::Entry(e) if e.key == pending.1));
         let Some(pos) = found else {
             let len = node.slots().len();
+            let entry = new_entry(pending);
             node.insert_slot(
                 generation,
                 garbage,
                 len,
                 Slot::Entry(ManuallyDrop::new(entry)),
             );
-            return None;
+            return false;
         };
         let Slot::Entry(e) = &mut node.writable(generation, garbage)[pos] else {
             unreachable!("a collision node holds entries")
         };
-        return Some(replace_entry(e, entry, garbage));
+        replace_entry(e, pending, garbage);
+        return true;
     }
-    let bit = bit_of(entry.hash, shift);
+    let bit = bit_of(hash, shift);
     let pos = position(node.bitmap, bit);
     if node.bitmap & bit == 0 {
         node.bitmap |= bit;
+        let entry = new_entry(pending);
         node.insert_slot(
             generation,
             garbage,
             pos,
             Slot::Entry(ManuallyDrop::new(entry)),
         );
-        return None;
+        return false;
     }
     let slot = &mut node.writable(generation, garbage)[pos];
     match slot {
-        Slot::Node(child) => insert_at(child, shift + BITS, generation, garbage, entry),
-        Slot::Entry(e) if e.hash == entry.hash && e.key == entry.key => {
-            Some(replace_entry(e, entry, garbage))
+        Slot::Node(child) => insert_at(child, shift + BITS, generation, garbage, pending),
+        Slot::Entry(e) if e.hash == hash && e.key == pending.1 => {
+            replace_entry(e, pending, garbage);
+            true
         }
         Slot::Entry(e) => {
             // SAFETY: the existing entry moves into a new child; the slot is
             // overwritten right after, so it has one owner again.
             let existing = unsafe { ManuallyDrop::take(e) };
-            *slot = Slot::Node(pair(shift + BITS, generation, existing, entry));
-            None
+            *slot = Slot::Node(pair(shift + BITS, generation, existing, new_entry(pending)));
+            false
         }
     }
 }
 
-/// Puts `entry` in place of `slot`'s entry, retiring the old one (readers of
-/// older versions may still hold it) and returning a clone of its value.
-fn replace_entry<K, V: Clone>(
+/// Puts a new entry in place of `slot`'s entry, its value built from the
+/// old one, and retires the old one (readers of older versions may still
+/// hold it).
+fn replace_entry<K, V>(
     slot: &mut ManuallyDrop<Entry<K, V>>,
-    entry: Entry<K, V>,
+    (hash, key, make): Pending<K, impl FnOnce(Option<&V>) -> V>,
     garbage: &mut Garbage<K, V>,
-) -> V {
-    let value = slot.value.clone();
-    let old = std::mem::replace(slot, ManuallyDrop::new(entry));
+) {
+    let value = make(Some(&slot.value));
+    let old = std::mem::replace(slot, ManuallyDrop::new(Entry { hash, key, value }));
     garbage.entries.push(ManuallyDrop::into_inner(old));
-    value
 }
 
 /// A new subtree at `shift` holding two entries with different keys.
@@ -605,19 +674,22 @@ fn pair<K, V>(shift: u32, generation: u64, a: Entry<K, V>, b: Entry<K, V>) -> No
 
 /// Removes a key known to be present below `node`. Empty children are
 /// dropped and a child left with a single entry is folded into its parent.
-fn remove_at<K, V: Clone, Q>(
+/// Returns whether the key was found (its entry is then the last garbage).
+fn remove_at<K, V, Q>(
     node: &mut Node<K, V>,
     shift: u32,
     generation: u64,
     garbage: &mut Garbage<K, V>,
     hash: u64,
     key: &Q,
-) -> Option<V>
+) -> bool
 where
     K: Borrow<Q>,
     Q: Eq + ?Sized,
 {
-    let pos = node.find(shift, hash, key)?;
+    let Some(pos) = node.find(shift, hash, key) else {
+        return false;
+    };
     let bit = if node.collision {
         0
     } else {
@@ -628,15 +700,13 @@ where
             unreachable!("matched an entry")
         };
         node.bitmap &= !bit;
-        let old = ManuallyDrop::into_inner(e);
-        let value = old.value.clone();
-        garbage.entries.push(old);
-        return Some(value);
+        garbage.entries.push(ManuallyDrop::into_inner(e));
+        return true;
     }
     let Slot::Node(child) = &mut node.writable(generation, garbage)[pos] else {
         unreachable!("matched a node")
     };
-    let value = remove_at(child, shift + BITS, generation, garbage, hash, key);
+    let removed = remove_at(child, shift + BITS, generation, garbage, hash, key);
     // `remove_at` reallocated the child's slots in this generation: no
     // published version reaches them, so they may be reshaped or freed now.
     match child.slots().len() {
@@ -658,7 +728,7 @@ where
         }
         _ => {}
     }
-    value
+    removed
 }
 
 /// # Safety

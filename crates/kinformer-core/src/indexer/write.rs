@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::IndexFn;
+use crate::indexer::idset::{IdAllocator, IdSet};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
-use crate::indexer::snapshot::{Hasher, IndexTrie, KeySet, Snapshot, Tries};
+use crate::indexer::snapshot::{Hasher, IndexTrie, NO_ID, Snapshot, Stored, Tries};
 use crate::key::ObjectKey;
 use crate::reclaimer::ReclaimerSlot;
 
@@ -29,6 +30,8 @@ pub(crate) struct WriterState<K> {
     pub(crate) published: Arc<Snapshot<K>>,
     pub(crate) hasher: Hasher,
     pub(crate) index_fns: IndexFns<K>,
+    /// Ids of indexed objects (none are handed out while there is no index).
+    ids: IdAllocator,
     /// Whether the master changed since the last publish.
     pub(crate) dirty: bool,
     /// Recently replaced snapshots, oldest first (see [`Self::linger`]).
@@ -42,6 +45,7 @@ impl<K> WriterState<K> {
         let hasher = Hasher::default();
         let master = Tries {
             objects: Default::default(),
+            ids: Default::default(),
             indices: index_fns
                 .iter()
                 .map(|(n, _)| (Arc::clone(n), IndexTrie::new()))
@@ -55,6 +59,7 @@ impl<K> WriterState<K> {
             published,
             hasher,
             index_fns,
+            ids: IdAllocator::default(),
             dirty: false,
             lingering: VecDeque::with_capacity(LINGER + 1),
             reclaimer,
@@ -122,6 +127,43 @@ impl<K> WriterState<K> {
         release
     }
 
+    /// Gives every cached object an id: called when the first index is
+    /// added to a cache that had none.
+    pub(crate) fn assign_ids(&mut self) {
+        let keys: Vec<(u64, ObjectKey)> = self
+            .master
+            .objects
+            .iter()
+            .map(|e| (e.hash, e.key.clone()))
+            .collect();
+        for (hash, key) in keys {
+            let Some(object) = self
+                .master
+                .objects
+                .get(hash, &key)
+                .map(|e| Arc::clone(&e.value.object))
+            else {
+                continue;
+            };
+            let id = self.ids.take();
+            self.master.ids.insert_with(
+                self.generation,
+                &mut self.retired.ids,
+                u64::from(id),
+                id,
+                |_| key.clone(),
+            );
+            self.master.objects.insert_with(
+                self.generation,
+                &mut self.retired.objects,
+                hash,
+                key,
+                |_| Stored { object, id },
+            );
+        }
+        self.dirty = true;
+    }
+
     /// The index tries with what changing them needs, borrowed apart from
     /// the index functions.
     pub(crate) fn index_edit(&mut self) -> (IndexEdit<'_, K>, &IndexFns<K>) {
@@ -135,7 +177,7 @@ impl<K> WriterState<K> {
     }
 }
 
-/// Changes to the index tries of the master (value → set of keys).
+/// Changes to the index tries of the master (value → set of ids).
 pub(crate) struct IndexEdit<'a, K> {
     indices: &'a mut [(Arc<str>, IndexTrie)],
     retired: &'a mut Retired<K>,
@@ -144,29 +186,23 @@ pub(crate) struct IndexEdit<'a, K> {
 }
 
 impl<K> IndexEdit<'_, K> {
-    /// Adds `key` under `value` in index number `index`.
-    pub(crate) fn add(&mut self, index: usize, value: &str, key: &ObjectKey) {
-        let (vh, kh) = (
-            self.hasher.hash_one(value),
-            self.hasher.hash_one(key.as_str()),
-        );
+    /// Adds object `id` under `value` in index number `index`.
+    pub(crate) fn add(&mut self, index: usize, value: &str, id: u32) {
+        let vh = self.hasher.hash_one(value);
         let Some((_, trie)) = self.indices.get_mut(index) else {
             return;
         };
         let set =
             trie.get_or_insert_mut(self.generation, &mut self.retired.values, vh, value, || {
-                (Arc::from(value), KeySet::new())
+                (Arc::from(value), IdSet::default())
             });
-        set.insert(self.generation, &mut self.retired.keys, kh, key.clone(), ());
+        set.insert(self.generation, &mut self.retired.chunks, id);
     }
 
-    /// Removes `key` from `value` in index number `index`, and the value
-    /// once it has no key left.
-    fn remove(&mut self, index: usize, value: &str, key: &ObjectKey) {
-        let (vh, kh) = (
-            self.hasher.hash_one(value),
-            self.hasher.hash_one(key.as_str()),
-        );
+    /// Removes object `id` from `value` in index number `index`, and the
+    /// value once it has no object left.
+    fn remove(&mut self, index: usize, value: &str, id: u32) {
+        let vh = self.hasher.hash_one(value);
         let generation = self.generation;
         let Some((_, trie)) = self.indices.get_mut(index) else {
             return;
@@ -174,9 +210,9 @@ impl<K> IndexEdit<'_, K> {
         let Some(set) = trie.get_mut(generation, &mut self.retired.values, vh, value) else {
             return;
         };
-        set.remove(generation, &mut self.retired.keys, kh, key.as_str());
+        set.remove(generation, &mut self.retired.chunks, id);
         if set.is_empty() {
-            trie.remove(generation, &mut self.retired.values, vh, value);
+            trie.remove_quiet(generation, &mut self.retired.values, vh, value);
         }
     }
 }
@@ -222,7 +258,11 @@ impl<K> WriteBatch<'_, K> {
     /// The object currently stored under `key`, including this batch's writes.
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
         let hash = self.state.hash(key);
-        self.state.master.objects.get(hash, key).map(|e| &e.value)
+        self.state
+            .master
+            .objects
+            .get(hash, key)
+            .map(|e| &e.value.object)
     }
 
     /// Number of objects, including this batch's writes.
@@ -242,14 +282,49 @@ impl<K> WriteBatch<'_, K> {
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
         state.dirty = true;
-        let old = state.master.objects.insert(
+        let indexed = !state.index_fns.is_empty();
+        let (mut id, mut new_id) = (NO_ID, false);
+        let replaced = state.master.objects.insert_with(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.clone(),
-            Arc::clone(&obj),
+            |old| {
+                id = match old {
+                    Some(old) => old.id,
+                    None if indexed => {
+                        new_id = true;
+                        state.ids.take()
+                    }
+                    None => NO_ID,
+                };
+                Stored {
+                    object: Arc::clone(&obj),
+                    id,
+                }
+            },
         );
-        self.reindex(&key, old.as_deref(), Some(&obj));
+        let old = if replaced {
+            state
+                .retired
+                .objects
+                .last_value()
+                .map(|old| Arc::clone(&old.object))
+        } else {
+            None
+        };
+        if new_id {
+            state.master.ids.insert_with(
+                state.generation,
+                &mut state.retired.ids,
+                u64::from(id),
+                id,
+                |_| key.clone(),
+            );
+        }
+        if indexed {
+            self.reindex(&key, id, old.as_deref(), Some(&obj));
+        }
         old
     }
 
@@ -258,20 +333,36 @@ impl<K> WriteBatch<'_, K> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
-        let old = state.master.objects.remove(
+        let removed = state.master.objects.remove_quiet(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.as_str(),
         );
-        state.dirty |= old.is_some();
-        if let Some(old) = &old {
-            self.reindex(key, Some(old), None);
+        let old = if removed {
+            state.retired.objects.last_value().cloned()
+        } else {
+            None
+        };
+        let Stored { object, id } = old?;
+        state.dirty = true;
+        if id != NO_ID {
+            self.reindex(key, id, Some(&object), None);
+            let state = &mut *self.state;
+            state.master.ids.remove_quiet(
+                state.generation,
+                &mut state.retired.ids,
+                u64::from(id),
+                &id,
+            );
+            state.ids.give_back(id);
         }
-        old
+        Some(object)
     }
 
-    fn reindex(&mut self, key: &ObjectKey, old: Option<&K>, new: Option<&K>) {
+    /// Moves object `id` (stored under `key`) between index values as its
+    /// values change from `old`'s to `new`'s.
+    fn reindex(&mut self, key: &ObjectKey, id: u32, old: Option<&K>, new: Option<&K>) {
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
@@ -289,10 +380,10 @@ impl<K> WriteBatch<'_, K> {
                 continue;
             }
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
-                edit.remove(i, v, key);
+                edit.remove(i, v, id);
             }
             for v in new_values.iter().filter(|v| !old_values.contains(v)) {
-                edit.add(i, v, key);
+                edit.add(i, v, id);
             }
         }
     }

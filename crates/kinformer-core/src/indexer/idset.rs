@@ -1,0 +1,357 @@
+//! The objects filed under one index value, as a set of dense object ids.
+//!
+//! Every object of an indexed cache has a small integer id, reused once the
+//! object is removed (the [`IdTable`](super::snapshot::IdTable) maps ids
+//! back to keys). A set stores ids in chunks of 4096: the low 12 bits in a
+//! sorted array while a chunk has few members, a 512-byte bitmap once it has
+//! many. A key set of the previous design cost ~40 bytes per member (a trie
+//! slot holding hash and key); a chunk costs 2 bytes per member or less,
+//! plus one trie slot per chunk.
+//!
+//! A chunk is never changed in place: a change builds a new chunk and
+//! replaces the trie entry, so published versions keep the old one.
+#![allow(unsafe_code)] // only to pass on `Trie::free_all`'s contract
+
+use crate::indexer::trie::{Garbage, Nested, Trie};
+
+/// Low bits of an id that select its place in a chunk.
+const CHUNK_BITS: u32 = 12;
+/// Ids per chunk.
+const CHUNK_IDS: usize = 1 << CHUNK_BITS;
+/// 64-bit words of a bitmap chunk.
+const WORDS: usize = CHUNK_IDS / 64;
+/// An array chunk that would grow past this many members becomes a bitmap
+/// (of the same size: 512 bytes).
+const MAX_SPARSE: usize = WORDS * 4;
+/// A bitmap chunk left with fewer members than this becomes an array.
+const MIN_DENSE: usize = MAX_SPARSE / 2;
+
+/// The members of one 4096-id range of a set.
+#[derive(Clone)]
+pub(crate) enum Chunk {
+    /// Sorted offsets within the range.
+    Sparse(Box<[u16]>),
+    /// One bit per id of the range.
+    Dense(Box<[u64; WORDS]>),
+}
+
+/// Splits an id into its chunk number and its offset in the chunk.
+fn split(id: u32) -> (u32, u16) {
+    // The mask keeps 12 bits, which fit in a u16.
+    (id >> CHUNK_BITS, (id & (CHUNK_IDS as u32 - 1)) as u16)
+}
+
+fn word_bit(offset: u16) -> (usize, u64) {
+    (usize::from(offset / 64), 1 << (offset % 64))
+}
+
+impl Chunk {
+    fn single(offset: u16) -> Self {
+        Self::Sparse(Box::new([offset]))
+    }
+
+    /// A copy with `offset` added, or `None` when it is already a member.
+    fn with(&self, offset: u16) -> Option<Self> {
+        match self {
+            Self::Sparse(offsets) => {
+                let pos = offsets.binary_search(&offset).err()?;
+                if offsets.len() < MAX_SPARSE {
+                    let mut grown = Vec::with_capacity(offsets.len() + 1);
+                    grown.extend_from_slice(&offsets[..pos]);
+                    grown.push(offset);
+                    grown.extend_from_slice(&offsets[pos..]);
+                    return Some(Self::Sparse(grown.into_boxed_slice()));
+                }
+                let mut words = Box::new([0u64; WORDS]);
+                for &o in offsets.iter().chain([&offset]) {
+                    let (w, bit) = word_bit(o);
+                    words[w] |= bit;
+                }
+                Some(Self::Dense(words))
+            }
+            Self::Dense(words) => {
+                let (w, bit) = word_bit(offset);
+                if words[w] & bit != 0 {
+                    return None;
+                }
+                let mut words = words.clone();
+                words[w] |= bit;
+                Some(Self::Dense(words))
+            }
+        }
+    }
+
+    /// A copy without `offset`: `None` when it is not a member,
+    /// `Some(None)` when it was the last one.
+    fn without(&self, offset: u16) -> Option<Option<Self>> {
+        match self {
+            Self::Sparse(offsets) => {
+                let pos = offsets.binary_search(&offset).ok()?;
+                if offsets.len() == 1 {
+                    return Some(None);
+                }
+                let mut shrunk = Vec::with_capacity(offsets.len() - 1);
+                shrunk.extend_from_slice(&offsets[..pos]);
+                shrunk.extend_from_slice(&offsets[pos + 1..]);
+                Some(Some(Self::Sparse(shrunk.into_boxed_slice())))
+            }
+            Self::Dense(words) => {
+                let (w, bit) = word_bit(offset);
+                if words[w] & bit == 0 {
+                    return None;
+                }
+                let mut words = words.clone();
+                words[w] &= !bit;
+                let members: u32 = words.iter().map(|w| w.count_ones()).sum();
+                if members as usize >= MIN_DENSE {
+                    return Some(Some(Self::Dense(words)));
+                }
+                let offsets: Vec<u16> = ChunkIds::dense(0, &words)
+                    .map(|id| split(id).1)
+                    .collect();
+                Some(Some(Self::Sparse(offsets.into_boxed_slice())))
+            }
+        }
+    }
+
+    /// The ids of this chunk, whose range starts at `base`.
+    fn ids(&self, base: u32) -> ChunkIds<'_> {
+        match self {
+            Self::Sparse(offsets) => ChunkIds::Sparse {
+                base,
+                offsets: offsets.iter(),
+            },
+            Self::Dense(words) => ChunkIds::dense(base, words),
+        }
+    }
+}
+
+/// The ids of one chunk, ascending.
+pub(crate) enum ChunkIds<'a> {
+    Sparse {
+        base: u32,
+        offsets: std::slice::Iter<'a, u16>,
+    },
+    Dense {
+        base: u32,
+        words: &'a [u64; WORDS],
+        /// Index of the word `bits` came from.
+        word: usize,
+        /// The bits of that word not yet returned.
+        bits: u64,
+    },
+}
+
+impl<'a> ChunkIds<'a> {
+    fn dense(base: u32, words: &'a [u64; WORDS]) -> Self {
+        Self::Dense {
+            base,
+            words,
+            word: 0,
+            bits: words[0],
+        }
+    }
+}
+
+impl Iterator for ChunkIds<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            Self::Sparse { base, offsets } => offsets.next().map(|&o| *base + u32::from(o)),
+            Self::Dense {
+                base,
+                words,
+                word,
+                bits,
+            } => {
+                while *bits == 0 {
+                    *word += 1;
+                    *bits = *words.get(*word)?;
+                }
+                let bit = bits.trailing_zeros();
+                *bits &= *bits - 1;
+                // `word` < WORDS = 64, so the product fits.
+                Some(*base + (*word as u32) * 64 + bit)
+            }
+        }
+    }
+}
+
+/// Hands out object ids: the lowest never used, or one given back, so ids
+/// stay dense (at most the largest number of objects cached at once).
+#[derive(Default)]
+pub(crate) struct IdAllocator {
+    next: u32,
+    free: Vec<u32>,
+}
+
+impl IdAllocator {
+    /// An id no cached object has.
+    pub(crate) fn take(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            let id = self.next;
+            // 2^32 objects cached at once cannot fit in memory.
+            self.next = self.next.saturating_add(1);
+            id
+        })
+    }
+
+    /// Gives back the id of a removed object.
+    pub(crate) fn give_back(&mut self, id: u32) {
+        self.free.push(id);
+    }
+}
+
+/// A set of object ids, copy-on-write by writer generation like the trie
+/// it is made of: copying an `IdSet` aliases it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdSet {
+    chunks: Trie<u32, Chunk>,
+    len: usize,
+}
+
+impl Nested for IdSet {}
+
+impl IdSet {
+    /// Whether the set is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds `id`; returns whether it was absent.
+    pub(crate) fn insert(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<u32, Chunk>,
+        id: u32,
+    ) -> bool {
+        let (chunk, offset) = split(id);
+        let hash = u64::from(chunk);
+        let grown = match self.chunks.get(hash, &chunk) {
+            None => Chunk::single(offset),
+            Some(entry) => match entry.value.with(offset) {
+                Some(grown) => grown,
+                None => return false,
+            },
+        };
+        self.chunks
+            .insert_with(generation, garbage, hash, chunk, |_| grown);
+        self.len += 1;
+        true
+    }
+
+    /// Removes `id`; returns whether it was present.
+    pub(crate) fn remove(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<u32, Chunk>,
+        id: u32,
+    ) -> bool {
+        let (chunk, offset) = split(id);
+        let hash = u64::from(chunk);
+        let Some(shrunk) = self
+            .chunks
+            .get(hash, &chunk)
+            .and_then(|entry| entry.value.without(offset))
+        else {
+            return false;
+        };
+        match shrunk {
+            Some(shrunk) => {
+                self.chunks
+                    .insert_with(generation, garbage, hash, chunk, |_| shrunk);
+            }
+            None => {
+                self.chunks.remove_quiet(generation, garbage, hash, &chunk);
+            }
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Every id, ascending within each chunk, chunks in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|entry| entry.value.ids(entry.key << CHUNK_BITS))
+    }
+
+    /// Frees the chunks of the writer's final version of this set.
+    ///
+    /// # Safety
+    /// As [`Trie::free_all`].
+    pub(crate) unsafe fn free_all(self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.chunks.free_all(&mut drop) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Ids within three chunks, so that chunks fill past the bitmap
+    /// threshold and empty again.
+    fn id() -> impl Strategy<Value = u32> {
+        (0u32..3, 0u32..600).prop_map(|(chunk, low)| (chunk << CHUNK_BITS) + low * 3)
+    }
+
+    proptest! {
+        /// Every version of a set, kept across generations, lists exactly
+        /// the ids of a model set at that point.
+        #[test]
+        fn sets_match_a_model_in_every_version(ops in prop::collection::vec((any::<bool>(), id()), 1..3000)) {
+            let mut garbage = Garbage::default();
+            let mut set = IdSet::default();
+            let mut model = BTreeSet::new();
+            let mut versions = Vec::new();
+            for (i, (add, id)) in ops.into_iter().enumerate() {
+                let generation = 1 + i as u64 / 50;
+                if add {
+                    prop_assert_eq!(set.insert(generation, &mut garbage, id), model.insert(id));
+                } else {
+                    prop_assert_eq!(set.remove(generation, &mut garbage, id), model.remove(&id));
+                }
+                prop_assert_eq!(set.len, model.len());
+                if i % 50 == 49 {
+                    versions.push((set, model.clone()));
+                }
+            }
+            versions.push((set, model));
+            for (set, model) in &versions {
+                let ids: BTreeSet<u32> = set.iter().collect();
+                prop_assert_eq!(ids.len(), set.len);
+                prop_assert_eq!(&ids, model);
+            }
+            drop(garbage);
+            // SAFETY: the garbage is gone; the last version owns what is left.
+            unsafe { versions.pop().unwrap().0.free_all() };
+        }
+    }
+
+    #[test]
+    fn a_chunk_turns_into_a_bitmap_and_back() {
+        let mut garbage = Garbage::default();
+        let mut set = IdSet::default();
+        for id in 0..(MAX_SPARSE as u32 + 10) {
+            set.insert(1, &mut garbage, id);
+        }
+        let dense = set.chunks.iter().next().map(|e| matches!(e.value, Chunk::Dense(_)));
+        assert_eq!(dense, Some(true));
+        for id in 0..(MAX_SPARSE as u32) {
+            set.remove(1, &mut garbage, id);
+        }
+        let sparse = set.chunks.iter().next().map(|e| matches!(e.value, Chunk::Sparse(_)));
+        assert_eq!(sparse, Some(true));
+        assert_eq!(set.iter().collect::<Vec<_>>(), (MAX_SPARSE as u32..MAX_SPARSE as u32 + 10).collect::<Vec<_>>());
+        drop(garbage);
+        // SAFETY: the garbage is gone; `set` is the only version left.
+        unsafe { set.free_all() };
+    }
+}

@@ -8,11 +8,11 @@
 //! slot holding hash and key); a chunk costs 2 bytes per member or less,
 //! plus one trie slot per chunk.
 //!
-//! A chunk is never changed in place: a change builds a new chunk and
-//! replaces the trie entry, so published versions keep the old one.
+//! A chunk changes in place only while it is unpublished (built in the
+//! writer's current generation); otherwise a change copies it first.
 #![allow(unsafe_code)] // only to pass on `Trie::free_all`'s contract
 
-use crate::indexer::trie::{Garbage, Nested, Trie};
+use crate::indexer::trie::{Entry, Garbage, Nested, Trie};
 
 /// Low bits of an id that select its place in a chunk.
 const CHUNK_BITS: u32 = 12;
@@ -26,9 +26,18 @@ const MAX_SPARSE: usize = WORDS * 4;
 /// A bitmap chunk left with fewer members than this becomes an array.
 const MIN_DENSE: usize = MAX_SPARSE / 2;
 
-/// The members of one 4096-id range of a set.
+/// The members of one 4096-id range of a set, stamped with the writer
+/// generation that built them: a chunk of the current generation is not
+/// published yet and changes in place; an older one is copied first.
 #[derive(Clone)]
-pub(crate) enum Chunk {
+pub(crate) struct Chunk {
+    generation: u64,
+    members: Members,
+}
+
+/// The members of a chunk.
+#[derive(Clone)]
+enum Members {
     /// Sorted offsets within the range.
     Sparse(Box<[u16]>),
     /// One bit per id of the range.
@@ -45,71 +54,66 @@ fn word_bit(offset: u16) -> (usize, u64) {
     (usize::from(offset / 64), 1 << (offset % 64))
 }
 
-impl Chunk {
-    fn single(offset: u16) -> Self {
-        Self::Sparse(Box::new([offset]))
+impl Members {
+    fn contains(&self, offset: u16) -> bool {
+        match self {
+            Self::Sparse(offsets) => offsets.binary_search(&offset).is_ok(),
+            Self::Dense(words) => {
+                let (w, bit) = word_bit(offset);
+                words[w] & bit != 0
+            }
+        }
     }
 
-    /// A copy with `offset` added, or `None` when it is already a member.
-    fn with(&self, offset: u16) -> Option<Self> {
+    fn is_single(&self) -> bool {
+        matches!(self, Self::Sparse(offsets) if offsets.len() == 1)
+    }
+
+    /// Adds `offset` (not a member yet).
+    fn add(&mut self, offset: u16) {
         match self {
+            Self::Sparse(offsets) if offsets.len() < MAX_SPARSE => {
+                let mut grown = std::mem::take(offsets).into_vec();
+                grown.reserve_exact(1);
+                let pos = grown.binary_search(&offset).unwrap_or_else(|pos| pos);
+                grown.insert(pos, offset);
+                *offsets = grown.into_boxed_slice();
+            }
             Self::Sparse(offsets) => {
-                let pos = offsets.binary_search(&offset).err()?;
-                if offsets.len() < MAX_SPARSE {
-                    let mut grown = Vec::with_capacity(offsets.len() + 1);
-                    grown.extend_from_slice(&offsets[..pos]);
-                    grown.push(offset);
-                    grown.extend_from_slice(&offsets[pos..]);
-                    return Some(Self::Sparse(grown.into_boxed_slice()));
-                }
                 let mut words = Box::new([0u64; WORDS]);
                 for &o in offsets.iter().chain([&offset]) {
                     let (w, bit) = word_bit(o);
                     words[w] |= bit;
                 }
-                Some(Self::Dense(words))
+                *self = Self::Dense(words);
             }
             Self::Dense(words) => {
                 let (w, bit) = word_bit(offset);
-                if words[w] & bit != 0 {
-                    return None;
-                }
-                let mut words = words.clone();
                 words[w] |= bit;
-                Some(Self::Dense(words))
             }
         }
     }
 
-    /// A copy without `offset`: `None` when it is not a member,
-    /// `Some(None)` when it was the last one.
-    fn without(&self, offset: u16) -> Option<Option<Self>> {
+    /// Removes `offset` (a member, not the only one).
+    fn remove(&mut self, offset: u16) {
         match self {
             Self::Sparse(offsets) => {
-                let pos = offsets.binary_search(&offset).ok()?;
-                if offsets.len() == 1 {
-                    return Some(None);
+                let mut shrunk = std::mem::take(offsets).into_vec();
+                if let Ok(pos) = shrunk.binary_search(&offset) {
+                    shrunk.remove(pos);
                 }
-                let mut shrunk = Vec::with_capacity(offsets.len() - 1);
-                shrunk.extend_from_slice(&offsets[..pos]);
-                shrunk.extend_from_slice(&offsets[pos + 1..]);
-                Some(Some(Self::Sparse(shrunk.into_boxed_slice())))
+                *offsets = shrunk.into_boxed_slice();
             }
             Self::Dense(words) => {
                 let (w, bit) = word_bit(offset);
-                if words[w] & bit == 0 {
-                    return None;
-                }
-                let mut words = words.clone();
                 words[w] &= !bit;
                 let members: u32 = words.iter().map(|w| w.count_ones()).sum();
-                if members as usize >= MIN_DENSE {
-                    return Some(Some(Self::Dense(words)));
+                if (members as usize) < MIN_DENSE {
+                    let offsets: Vec<u16> = ChunkIds::dense(0, words)
+                        .map(|id| split(id).1)
+                        .collect();
+                    *self = Self::Sparse(offsets.into_boxed_slice());
                 }
-                let offsets: Vec<u16> = ChunkIds::dense(0, &words)
-                    .map(|id| split(id).1)
-                    .collect();
-                Some(Some(Self::Sparse(offsets.into_boxed_slice())))
             }
         }
     }
@@ -123,6 +127,42 @@ impl Chunk {
             },
             Self::Dense(words) => ChunkIds::dense(base, words),
         }
+    }
+}
+
+/// A chunk is copy-on-write by generation, like a nested trie: changing it
+/// through a writable node never changes what published versions see.
+impl Nested for Chunk {}
+
+impl Chunk {
+    /// Applies `change` to this chunk's members: in place when the chunk
+    /// was built in `generation`, else to a copy that replaces it, the
+    /// original retired under `key` (published versions still reach it).
+    fn change(
+        &mut self,
+        generation: u64,
+        garbage: &mut Garbage<u32, Chunk>,
+        key: u32,
+        change: impl FnOnce(&mut Members),
+    ) {
+        if self.generation == generation {
+            change(&mut self.members);
+            return;
+        }
+        let mut members = self.members.clone();
+        change(&mut members);
+        let old = std::mem::replace(
+            self,
+            Chunk {
+                generation,
+                members,
+            },
+        );
+        garbage.retire(Entry {
+            hash: u64::from(key),
+            key,
+            value: old,
+        });
     }
 }
 
@@ -226,17 +266,24 @@ impl IdSet {
         garbage: &mut Garbage<u32, Chunk>,
         id: u32,
     ) -> bool {
-        let (chunk, offset) = split(id);
-        let hash = u64::from(chunk);
-        let grown = match self.chunks.get(hash, &chunk) {
-            None => Chunk::single(offset),
-            Some(entry) => match entry.value.with(offset) {
-                Some(grown) => grown,
-                None => return false,
-            },
-        };
-        self.chunks
-            .insert_with(generation, garbage, hash, chunk, |_| grown);
+        let (key, offset) = split(id);
+        let hash = u64::from(key);
+        match self.chunks.get(hash, &key) {
+            Some(entry) if entry.value.members.contains(offset) => return false,
+            Some(_) => {
+                if let Some(chunk) = self.chunks.get_mut(generation, garbage, hash, &key) {
+                    chunk.change(generation, garbage, key, |m| m.add(offset));
+                }
+            }
+            None => {
+                let chunk = Chunk {
+                    generation,
+                    members: Members::Sparse(Box::new([offset])),
+                };
+                self.chunks
+                    .insert_with(generation, garbage, hash, key, |_| chunk);
+            }
+        }
         self.len += 1;
         true
     }
@@ -248,23 +295,16 @@ impl IdSet {
         garbage: &mut Garbage<u32, Chunk>,
         id: u32,
     ) -> bool {
-        let (chunk, offset) = split(id);
-        let hash = u64::from(chunk);
-        let Some(shrunk) = self
-            .chunks
-            .get(hash, &chunk)
-            .and_then(|entry| entry.value.without(offset))
-        else {
-            return false;
+        let (key, offset) = split(id);
+        let hash = u64::from(key);
+        let last = match self.chunks.get(hash, &key) {
+            Some(entry) if entry.value.members.contains(offset) => entry.value.members.is_single(),
+            _ => return false,
         };
-        match shrunk {
-            Some(shrunk) => {
-                self.chunks
-                    .insert_with(generation, garbage, hash, chunk, |_| shrunk);
-            }
-            None => {
-                self.chunks.remove_quiet(generation, garbage, hash, &chunk);
-            }
+        if last {
+            self.chunks.remove_quiet(generation, garbage, hash, &key);
+        } else if let Some(chunk) = self.chunks.get_mut(generation, garbage, hash, &key) {
+            chunk.change(generation, garbage, key, |m| m.remove(offset));
         }
         self.len -= 1;
         true
@@ -274,7 +314,7 @@ impl IdSet {
     pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.chunks
             .iter()
-            .flat_map(|entry| entry.value.ids(entry.key << CHUNK_BITS))
+            .flat_map(|entry| entry.value.members.ids(entry.key << CHUNK_BITS))
     }
 
     /// Frees the chunks of the writer's final version of this set.
@@ -342,12 +382,20 @@ mod tests {
         for id in 0..(MAX_SPARSE as u32 + 10) {
             set.insert(1, &mut garbage, id);
         }
-        let dense = set.chunks.iter().next().map(|e| matches!(e.value, Chunk::Dense(_)));
+        let dense = set
+            .chunks
+            .iter()
+            .next()
+            .map(|e| matches!(e.value.members, Members::Dense(_)));
         assert_eq!(dense, Some(true));
         for id in 0..(MAX_SPARSE as u32) {
             set.remove(1, &mut garbage, id);
         }
-        let sparse = set.chunks.iter().next().map(|e| matches!(e.value, Chunk::Sparse(_)));
+        let sparse = set
+            .chunks
+            .iter()
+            .next()
+            .map(|e| matches!(e.value.members, Members::Sparse(_)));
         assert_eq!(sparse, Some(true));
         assert_eq!(set.iter().collect::<Vec<_>>(), (MAX_SPARSE as u32..MAX_SPARSE as u32 + 10).collect::<Vec<_>>());
         drop(garbage);

@@ -30,7 +30,7 @@ use crate::reclaimer::{LastReferences, Reclaimer};
 /// What one write batch retired, for every trie type of the cache.
 pub(crate) struct Retired<K> {
     pub(crate) objects: Garbage<ObjectKey, Stored<K>>,
-    pub(crate) ids: Garbage<u32, ObjectKey>,
+    pub(crate) ids: Garbage<u32, (u64, ObjectKey)>,
     pub(crate) values: Garbage<Arc<str>, IdSet>,
     pub(crate) chunks: Garbage<u32, Chunk>,
     /// Where the replaced and removed objects go when this is dropped, if

@@ -38,8 +38,10 @@ impl<K> Clone for Stored<K> {
 
 /// Objects by key.
 pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Stored<K>>;
-/// Keys by object id (the hash of an id is the id itself: ids are dense).
-pub(crate) type IdTable = Trie<u32, ObjectKey>;
+/// Keys (with their hashes) by object id; the hash of an id is the id
+/// itself, ids being dense. The key is the objects trie's own (shared), so
+/// a lookup through it compares pointers, not strings.
+pub(crate) type IdTable = Trie<u32, (u64, ObjectKey)>;
 /// One index: value → ids of the objects filed under it.
 pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
 
@@ -194,15 +196,20 @@ impl<K> Snapshot<K> {
         index.get(self.hash(value), value).map(|e| &e.value)
     }
 
-    /// The keys of a set of ids.
-    fn keys_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s ObjectKey> {
+    /// The keys (and their hashes) of a set of ids.
+    fn keys_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s (u64, ObjectKey)> {
         ids.iter()
             .filter_map(|id| self.tries.ids.get(u64::from(id), &id).map(|e| &e.value))
     }
 
     /// The objects of a set of ids.
     fn objects_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s Arc<K>> {
-        self.keys_of(ids).filter_map(|key| self.get(key.as_str()))
+        self.keys_of(ids).filter_map(|(hash, key)| {
+            self.tries
+                .objects
+                .get(*hash, key)
+                .map(|e| &e.value.object)
+        })
     }
 
     /// Keys filed under `value` in index `name`.
@@ -210,7 +217,7 @@ impl<K> Snapshot<K> {
         let index = self.index(name)?;
         Ok(self
             .id_set(index, value)
-            .map(|set| self.keys_of(set).cloned().collect())
+            .map(|set| self.keys_of(set).map(|(_, key)| key.clone()).collect())
             .unwrap_or_default())
     }
 

@@ -219,6 +219,11 @@ impl<K, V> Garbage<K, V> {
         std::mem::take(&mut self.entries)
     }
 
+    /// Retires an entry taken out of a writable node.
+    pub(crate) fn retire(&mut self, entry: Entry<K, V>) {
+        self.entries.push(entry);
+    }
+
     /// The value of the entry retired last.
     pub(crate) fn last_value(&self) -> Option<&V> {
         self.entries.last().map(|e| &e.value)
@@ -637,17 +642,22 @@ fn insert_at<K: Eq, V>(
     }
 }
 
-/// Puts a new entry in place of `slot`'s entry, its value built from the
-/// old one, and retires the old one (readers of older versions may still
-/// hold it).
+/// Puts a new value in place of `slot`'s, built from the old one, and
+/// retires the old value (readers of older versions may still hold it) with
+/// the key just passed in: the stored key stays, so that other tables
+/// holding the same shared key keep pointing at the stored one.
 fn replace_entry<K, V>(
     slot: &mut ManuallyDrop<Entry<K, V>>,
     (hash, key, make): Pending<K, impl FnOnce(Option<&V>) -> V>,
     garbage: &mut Garbage<K, V>,
 ) {
     let value = make(Some(&slot.value));
-    let old = std::mem::replace(slot, ManuallyDrop::new(Entry { hash, key, value }));
-    garbage.entries.push(ManuallyDrop::into_inner(old));
+    let old = std::mem::replace(&mut slot.value, value);
+    garbage.entries.push(Entry {
+        hash,
+        key,
+        value: old,
+    });
 }
 
 /// A new subtree at `shift` holding two entries with different keys.

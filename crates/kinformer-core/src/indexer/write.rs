@@ -151,7 +151,7 @@ impl<K> WriterState<K> {
                 &mut self.retired.ids,
                 u64::from(id),
                 id,
-                |_| key.clone(),
+                |_| (hash, key.clone()),
             );
             self.master.objects.insert_with(
                 self.generation,
@@ -319,7 +319,7 @@ impl<K> WriteBatch<'_, K> {
                 &mut state.retired.ids,
                 u64::from(id),
                 id,
-                |_| key.clone(),
+                |_| (hash, key.clone()),
             );
         }
         if indexed {

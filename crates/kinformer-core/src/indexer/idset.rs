@@ -268,13 +268,11 @@ impl IdSet {
     ) -> bool {
         let (key, offset) = split(id);
         let hash = u64::from(key);
-        match self.chunks.get(hash, &key) {
-            Some(entry) if entry.value.members.contains(offset) => return false,
-            Some(_) => {
-                if let Some(chunk) = self.chunks.get_mut(generation, garbage, hash, &key) {
-                    chunk.change(generation, garbage, key, |m| m.add(offset));
-                }
-            }
+        // One walk: callers add ids that are absent, so making the path
+        // writable for an id already present is a rare waste.
+        match self.chunks.get_mut(generation, garbage, hash, &key) {
+            Some(chunk) if chunk.members.contains(offset) => return false,
+            Some(chunk) => chunk.change(generation, garbage, key, |m| m.add(offset)),
             None => {
                 let chunk = Chunk {
                     generation,

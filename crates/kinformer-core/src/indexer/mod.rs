@@ -6,7 +6,7 @@
 //! tries (an update copies one root-to-leaf path, never the whole map, and
 //! copies share entries and children without reference counts: see
 //! [`trie`] and [`reclaim`]), and publish it with a single atomic pointer
-//! swap.
+//! swap. Indexes map each value to a set of dense object ids ([`idset`]).
 
 mod idset;
 mod namespaced;

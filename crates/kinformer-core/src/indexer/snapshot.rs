@@ -8,7 +8,7 @@ use kube_core::{Expression, Resource, Selector, SelectorExt};
 
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
-use crate::indexer::idset::IdSet;
+use crate::indexer::idset::{IdSet, id_hash};
 use crate::indexer::reclaim::{Successor, release_chain};
 use crate::indexer::trie::{Trie, prefetch_for_write};
 use crate::key::ObjectKey;
@@ -38,9 +38,9 @@ impl<K> Clone for Stored<K> {
 
 /// Objects by key.
 pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Stored<K>>;
-/// Keys (with their hashes) by object id; the hash of an id is the id
-/// itself, ids being dense. The key is the objects trie's own (shared), so
-/// a lookup through it compares pointers, not strings.
+/// Keys (with their hashes) by object id, hashed by [`id_hash`]. The key
+/// is the objects trie's own (shared), so a lookup through it compares
+/// pointers, not strings.
 pub(crate) type IdTable = Trie<u32, (u64, ObjectKey)>;
 /// One index: value → ids of the objects filed under it.
 pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
@@ -199,17 +199,13 @@ impl<K> Snapshot<K> {
     /// The keys (and their hashes) of a set of ids.
     fn keys_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s (u64, ObjectKey)> {
         ids.iter()
-            .filter_map(|id| self.tries.ids.get(u64::from(id), &id).map(|e| &e.value))
+            .filter_map(|id| self.tries.ids.get(id_hash(id), &id).map(|e| &e.value))
     }
 
     /// The objects of a set of ids.
     fn objects_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s Arc<K>> {
-        self.keys_of(ids).filter_map(|(hash, key)| {
-            self.tries
-                .objects
-                .get(*hash, key)
-                .map(|e| &e.value.object)
-        })
+        self.keys_of(ids)
+            .filter_map(|(hash, key)| self.tries.objects.get(*hash, key).map(|e| &e.value.object))
     }
 
     /// Keys filed under `value` in index `name`.

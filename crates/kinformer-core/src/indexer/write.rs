@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::IndexFn;
-use crate::indexer::idset::{IdAllocator, IdSet};
+use crate::indexer::idset::{IdAllocator, IdSet, id_hash};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
 use crate::indexer::snapshot::{Hasher, IndexTrie, NO_ID, Snapshot, Stored, Tries};
 use crate::key::ObjectKey;
@@ -149,7 +149,7 @@ impl<K> WriterState<K> {
             self.master.ids.insert_with(
                 self.generation,
                 &mut self.retired.ids,
-                u64::from(id),
+                id_hash(id),
                 id,
                 |_| (hash, key.clone()),
             );
@@ -317,7 +317,7 @@ impl<K> WriteBatch<'_, K> {
             state.master.ids.insert_with(
                 state.generation,
                 &mut state.retired.ids,
-                u64::from(id),
+                id_hash(id),
                 id,
                 |_| (hash, key.clone()),
             );
@@ -352,7 +352,7 @@ impl<K> WriteBatch<'_, K> {
             state.master.ids.remove_quiet(
                 state.generation,
                 &mut state.retired.ids,
-                u64::from(id),
+                id_hash(id),
                 &id,
             );
             state.ids.give_back(id);

@@ -127,6 +127,17 @@ impl<K> WriterState<K> {
         release
     }
 
+    /// Files `key` (whose hash is `hash`) under object id `id`.
+    fn record_id(&mut self, id: u32, hash: u64, key: &ObjectKey) {
+        self.master.ids.insert_with(
+            self.generation,
+            &mut self.retired.ids,
+            id_hash(id),
+            id,
+            |_| (hash, key.clone()),
+        );
+    }
+
     /// Gives every cached object an id: called when the first index is
     /// added to a cache that had none.
     pub(crate) fn assign_ids(&mut self) {
@@ -146,13 +157,7 @@ impl<K> WriterState<K> {
                 continue;
             };
             let id = self.ids.take();
-            self.master.ids.insert_with(
-                self.generation,
-                &mut self.retired.ids,
-                id_hash(id),
-                id,
-                |_| (hash, key.clone()),
-            );
+            self.record_id(id, hash, &key);
             self.master.objects.insert_with(
                 self.generation,
                 &mut self.retired.objects,
@@ -314,13 +319,7 @@ impl<K> WriteBatch<'_, K> {
             None
         };
         if new_id {
-            state.master.ids.insert_with(
-                state.generation,
-                &mut state.retired.ids,
-                id_hash(id),
-                id,
-                |_| (hash, key.clone()),
-            );
+            state.record_id(id, hash, &key);
         }
         if indexed {
             self.reindex(&key, id, old.as_deref(), Some(&obj));

@@ -4,6 +4,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -171,6 +172,31 @@ fn failing_and_panicking_index_functions_are_counted_not_fatal() {
     // The writer lock is not poisoned: writes keep working.
     seed_cache(&indexer, &[cm("good2", 3)]);
     assert_eq!(indexer.len(), 3);
+}
+
+#[test]
+fn an_object_whose_index_function_fails_on_removal_does_not_lend_its_id_to_the_next_one() {
+    static FAIL: AtomicBool = AtomicBool::new(false);
+    let indexer: Indexer<ConfigMap> = Indexer::new(vec![(
+        "name".into(),
+        IndexFn::fallible(|o: &ConfigMap| {
+            if FAIL.load(Ordering::SeqCst) {
+                return Err(IndexFnError("flaky".into()));
+            }
+            Ok(vec![o.metadata.name.clone().unwrap_or_default()])
+        }),
+    )]);
+    seed_cache(&indexer, &[cm("a", 1)]);
+    FAIL.store(true, Ordering::SeqCst);
+    indexer.write(|w| w.remove(&key("a")));
+    FAIL.store(false, Ordering::SeqCst);
+    seed_cache(&indexer, &[cm("b", 2)]);
+    assert!(
+        indexer.by_index("name", "a").unwrap().is_empty(),
+        "the id left under `a` must not read as `b`"
+    );
+    assert_eq!(sorted_names(indexer.by_index("name", "b").unwrap()), ["b"]);
+    assert_eq!(indexer.stats().index_fn_failures, 1);
 }
 
 #[test]

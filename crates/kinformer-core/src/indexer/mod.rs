@@ -28,7 +28,7 @@ use crate::key::{ObjectKey, with_key_buf};
 use crate::reclaimer::ReclaimerSlot;
 
 pub use namespaced::NamespacedIndexer;
-use snapshot::IndexTrie;
+use snapshot::{IndexTrie, NO_ID};
 pub use snapshot::Snapshot;
 pub use write::WriteBatch;
 use write::{WriteCounters, WriterState, values_or_log};
@@ -254,11 +254,14 @@ impl<K> Indexer<K> {
                 .indices
                 .push((Arc::clone(&name), IndexTrie::new()));
             let objects = state.master.objects;
+            let id_by_key = state.master.id_by_key;
             let (mut edit, _) = state.index_edit();
             for entry in objects.iter() {
-                let object = &entry.value.object;
-                for v in values_or_log(&f, object, &name, &entry.key, &self.shared.counters) {
-                    edit.add(slot, &v, entry.value.id);
+                let id = id_by_key
+                    .get(entry.hash, &entry.key)
+                    .map_or(NO_ID, |e| e.value);
+                for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
+                    edit.add(slot, &v, id);
                 }
             }
             state.dirty = true;

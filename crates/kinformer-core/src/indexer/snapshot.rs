@@ -16,28 +16,14 @@ use crate::key::ObjectKey;
 /// The hasher of every cache trie: fast, and seeded per process so that
 /// object names chosen by cluster users cannot force collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
-/// An object as the cache stores it, with its id in the indexes.
-pub(crate) struct Stored<K> {
-    pub(crate) object: Arc<K>,
-    /// The object's id in [`IdSet`]s and the [`IdTable`]; [`NO_ID`] while
-    /// the cache has no index.
-    pub(crate) id: u32,
-}
-
 /// The id of objects of a cache without indexes.
 pub(crate) const NO_ID: u32 = u32::MAX;
 
-impl<K> Clone for Stored<K> {
-    fn clone(&self) -> Self {
-        Self {
-            object: Arc::clone(&self.object),
-            id: self.id,
-        }
-    }
-}
-
 /// Objects by key.
-pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Stored<K>>;
+pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Arc<K>>;
+/// Object ids by key: apart from the objects, so that an update that moves
+/// no index value touches neither this nor the objects' slot size.
+pub(crate) type IdByKey = Trie<ObjectKey, u32>;
 /// Keys (with their hashes) by object id, hashed by [`id_hash`]. The key
 /// is the objects trie's own (shared), so a lookup through it compares
 /// pointers, not strings.
@@ -49,6 +35,8 @@ pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
 pub(crate) struct Tries<K> {
     pub(crate) objects: ObjectTrie<K>,
     /// Empty while no index is registered.
+    pub(crate) id_by_key: IdByKey,
+    /// Empty while no index is registered.
     pub(crate) ids: IdTable,
     /// Indexes by name, in registration order.
     pub(crate) indices: Vec<(Arc<str>, IndexTrie)>,
@@ -58,6 +46,7 @@ impl<K> Default for Tries<K> {
     fn default() -> Self {
         Self {
             objects: Trie::new(),
+            id_by_key: Trie::new(),
             ids: Trie::new(),
             indices: Vec::new(),
         }
@@ -68,6 +57,7 @@ impl<K> Clone for Tries<K> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects,
+            id_by_key: self.id_by_key,
             ids: self.ids,
             indices: self.indices.clone(),
         }
@@ -119,7 +109,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .get(self.hash(key), key)
-            .map(|e| &e.value.object)
+            .map(|e| &e.value)
     }
 
     /// A new reference to the object stored under `key`. The object's
@@ -132,9 +122,9 @@ impl<K> Snapshot<K> {
             .get_hinted(self.hash(key), key, |value| {
                 // The count sits in front of the value in the same
                 // allocation: prefetch the line holding the count.
-                prefetch_for_write(Arc::as_ptr(&value.object).cast::<u8>().wrapping_sub(16));
+                prefetch_for_write(Arc::as_ptr(value).cast::<u8>().wrapping_sub(16));
             })
-            .map(|e| Arc::clone(&e.value.object))
+            .map(|e| Arc::clone(&e.value))
     }
 
     /// Whether `key` is cached.
@@ -154,7 +144,7 @@ impl<K> Snapshot<K> {
 
     /// Iterates over every cached key and object (unordered).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<K>)> {
-        self.tries.objects.iter().map(|e| (&e.key, &e.value.object))
+        self.tries.objects.iter().map(|e| (&e.key, &e.value))
     }
 
     /// Every cached object (unordered).
@@ -162,7 +152,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .iter()
-            .map(|e| Arc::clone(&e.value.object))
+            .map(|e| Arc::clone(&e.value))
             .collect()
     }
 
@@ -205,7 +195,7 @@ impl<K> Snapshot<K> {
     /// The objects of a set of ids.
     fn objects_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s Arc<K>> {
         self.keys_of(ids)
-            .filter_map(|(hash, key)| self.tries.objects.get(*hash, key).map(|e| &e.value.object))
+            .filter_map(|(hash, key)| self.tries.objects.get(*hash, key).map(|e| &e.value))
     }
 
     /// Keys filed under `value` in index `name`.

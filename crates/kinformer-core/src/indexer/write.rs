@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::index::IndexFn;
 use crate::indexer::idset::{IdAllocator, IdSet, id_hash};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
-use crate::indexer::snapshot::{Hasher, IndexTrie, NO_ID, Snapshot, Stored, Tries};
+use crate::indexer::snapshot::{Hasher, IndexTrie, NO_ID, Snapshot, Tries};
 use crate::key::ObjectKey;
 use crate::reclaimer::ReclaimerSlot;
 
@@ -45,6 +45,7 @@ impl<K> WriterState<K> {
         let hasher = Hasher::default();
         let master = Tries {
             objects: Default::default(),
+            id_by_key: Default::default(),
             ids: Default::default(),
             indices: index_fns
                 .iter()
@@ -127,8 +128,17 @@ impl<K> WriterState<K> {
         release
     }
 
-    /// Files `key` (whose hash is `hash`) under object id `id`.
-    fn record_id(&mut self, id: u32, hash: u64, key: &ObjectKey) {
+    /// Gives the object stored under `key` (whose hash is `hash`) a new id
+    /// and files it both ways.
+    fn new_id(&mut self, hash: u64, key: &ObjectKey) -> u32 {
+        let id = self.ids.take();
+        self.master.id_by_key.insert_with(
+            self.generation,
+            &mut self.retired.id_by_key,
+            hash,
+            key.clone(),
+            |_| id,
+        );
         self.master.ids.insert_with(
             self.generation,
             &mut self.retired.ids,
@@ -136,6 +146,7 @@ impl<K> WriterState<K> {
             id,
             |_| (hash, key.clone()),
         );
+        id
     }
 
     /// Gives every cached object an id: called when the first index is
@@ -148,23 +159,7 @@ impl<K> WriterState<K> {
             .map(|e| (e.hash, e.key.clone()))
             .collect();
         for (hash, key) in keys {
-            let Some(object) = self
-                .master
-                .objects
-                .get(hash, &key)
-                .map(|e| Arc::clone(&e.value.object))
-            else {
-                continue;
-            };
-            let id = self.ids.take();
-            self.record_id(id, hash, &key);
-            self.master.objects.insert_with(
-                self.generation,
-                &mut self.retired.objects,
-                hash,
-                key,
-                |_| Stored { object, id },
-            );
+            self.new_id(hash, &key);
         }
         self.dirty = true;
     }
@@ -267,7 +262,7 @@ impl<K> WriteBatch<'_, K> {
             .master
             .objects
             .get(hash, key)
-            .map(|e| &e.value.object)
+            .map(|e| &e.value)
     }
 
     /// Number of objects, including this batch's writes.
@@ -287,43 +282,28 @@ impl<K> WriteBatch<'_, K> {
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
         state.dirty = true;
-        let indexed = !state.index_fns.is_empty();
-        let (mut id, mut new_id) = (NO_ID, false);
         let replaced = state.master.objects.insert_with(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.clone(),
-            |old| {
-                id = match old {
-                    Some(old) => old.id,
-                    None if indexed => {
-                        new_id = true;
-                        state.ids.take()
-                    }
-                    None => NO_ID,
-                };
-                Stored {
-                    object: Arc::clone(&obj),
-                    id,
-                }
-            },
+            |_| Arc::clone(&obj),
         );
         let old = if replaced {
-            state
-                .retired
-                .objects
-                .last_value()
-                .map(|old| Arc::clone(&old.object))
+            state.retired.objects.last_value().cloned()
         } else {
             None
         };
-        if new_id {
-            state.record_id(id, hash, &key);
+        if state.index_fns.is_empty() {
+            return old;
         }
-        if indexed {
-            self.reindex(&key, id, old.as_deref(), Some(&obj));
-        }
+        // An update looks its id up only if an index value moves.
+        let id = if replaced {
+            None
+        } else {
+            Some(state.new_id(hash, &key))
+        };
+        self.reindex(&key, hash, id, old.as_deref(), Some(&obj));
         old
     }
 
@@ -343,25 +323,53 @@ impl<K> WriteBatch<'_, K> {
         } else {
             None
         };
-        let Stored { object, id } = old?;
+        let object = old?;
         state.dirty = true;
-        if id != NO_ID {
-            self.reindex(key, id, Some(&object), None);
-            let state = &mut *self.state;
-            state.master.ids.remove_quiet(
-                state.generation,
-                &mut state.retired.ids,
-                id_hash(id),
-                &id,
-            );
+        let had_id = state.master.id_by_key.remove_quiet(
+            state.generation,
+            &mut state.retired.id_by_key,
+            hash,
+            key.as_str(),
+        );
+        let id = match state.retired.id_by_key.last_value() {
+            Some(&id) if had_id => id,
+            _ => return Some(object),
+        };
+        let failures = self.counters.index_fn_failures.load(Ordering::Relaxed);
+        self.reindex(key, hash, Some(id), Some(&object), None);
+        let state = &mut *self.state;
+        state.master.ids.remove_quiet(
+            state.generation,
+            &mut state.retired.ids,
+            id_hash(id),
+            &id,
+        );
+        // An index function that failed now may have filed the object
+        // when it was stored: its id may linger in a set, so it is not
+        // handed out again (a lingering id without a key reads as
+        // nothing; a reused one would read as another object).
+        if self.counters.index_fn_failures.load(Ordering::Relaxed) == failures {
             state.ids.give_back(id);
         }
         Some(object)
     }
 
-    /// Moves object `id` (stored under `key`) between index values as its
-    /// values change from `old`'s to `new`'s.
-    fn reindex(&mut self, key: &ObjectKey, id: u32, old: Option<&K>, new: Option<&K>) {
+    /// Moves the object stored under `key` (whose hash is `hash`) between
+    /// index values as its values change from `old`'s to `new`'s. Its id
+    /// is `id`, or looked up when first needed.
+    fn reindex(
+        &mut self,
+        key: &ObjectKey,
+        hash: u64,
+        mut id: Option<u32>,
+        old: Option<&K>,
+        new: Option<&K>,
+    ) {
+        // A copy of the handle: reindexing changes no id.
+        let id_by_key = self.state.master.id_by_key;
+        let mut id = move || {
+            *id.get_or_insert_with(|| id_by_key.get(hash, key).map_or(NO_ID, |e| e.value))
+        };
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
@@ -378,6 +386,7 @@ impl<K> WriteBatch<'_, K> {
             if new_values == old_values {
                 continue;
             }
+            let id = id();
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
                 edit.remove(i, v, id);
             }

@@ -28,8 +28,8 @@ use crate::key::{ObjectKey, with_key_buf};
 use crate::reclaimer::ReclaimerSlot;
 
 pub use namespaced::NamespacedIndexer;
-use snapshot::{IndexTrie, NO_ID};
 pub use snapshot::Snapshot;
+use snapshot::{IndexTrie, NO_ID};
 pub use write::WriteBatch;
 use write::{WriteCounters, WriterState, values_or_log};
 

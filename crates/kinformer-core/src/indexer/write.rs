@@ -258,11 +258,7 @@ impl<K> WriteBatch<'_, K> {
     /// The object currently stored under `key`, including this batch's writes.
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
         let hash = self.state.hash(key);
-        self.state
-            .master
-            .objects
-            .get(hash, key)
-            .map(|e| &e.value)
+        self.state.master.objects.get(hash, key).map(|e| &e.value)
     }
 
     /// Number of objects, including this batch's writes.
@@ -338,12 +334,10 @@ impl<K> WriteBatch<'_, K> {
         let failures = self.counters.index_fn_failures.load(Ordering::Relaxed);
         self.reindex(key, hash, Some(id), Some(&object), None);
         let state = &mut *self.state;
-        state.master.ids.remove_quiet(
-            state.generation,
-            &mut state.retired.ids,
-            id_hash(id),
-            &id,
-        );
+        state
+            .master
+            .ids
+            .remove_quiet(state.generation, &mut state.retired.ids, id_hash(id), &id);
         // An index function that failed now may have filed the object
         // when it was stored: its id may linger in a set, so it is not
         // handed out again (a lingering id without a key reads as
@@ -367,9 +361,8 @@ impl<K> WriteBatch<'_, K> {
     ) {
         // A copy of the handle: reindexing changes no id.
         let id_by_key = self.state.master.id_by_key;
-        let mut id = move || {
-            *id.get_or_insert_with(|| id_by_key.get(hash, key).map_or(NO_ID, |e| e.value))
-        };
+        let mut id =
+            move || *id.get_or_insert_with(|| id_by_key.get(hash, key).map_or(NO_ID, |e| e.value));
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)

@@ -28,8 +28,8 @@ use crate::key::{ObjectKey, with_key_buf};
 use crate::reclaimer::ReclaimerSlot;
 
 pub use namespaced::NamespacedIndexer;
+use snapshot::IndexTrie;
 pub use snapshot::Snapshot;
-use snapshot::{IndexTrie, NO_ID};
 pub use write::WriteBatch;
 use write::{WriteCounters, WriterState, values_or_log};
 
@@ -257,9 +257,9 @@ impl<K> Indexer<K> {
             let id_by_key = state.master.id_by_key;
             let (mut edit, _) = state.index_edit();
             for entry in objects.iter() {
-                let id = id_by_key
-                    .get(entry.hash, &entry.key)
-                    .map_or(NO_ID, |e| e.value);
+                let Some(id) = id_by_key.get(entry.hash, &entry.key).map(|e| e.value) else {
+                    continue;
+                };
                 for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
                     edit.add(slot, &v, id);
                 }

@@ -16,9 +16,6 @@ use crate::key::ObjectKey;
 /// The hasher of every cache trie: fast, and seeded per process so that
 /// object names chosen by cluster users cannot force collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
-/// The id of objects of a cache without indexes.
-pub(crate) const NO_ID: u32 = u32::MAX;
-
 /// Objects by key.
 pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Arc<K>>;
 /// Object ids by key: apart from the objects, so that an update that moves

@@ -381,7 +381,6 @@ impl<K, V> Trie<K, V> {
     }
 
     /// Stores `value` under `key`; returns a clone of the replaced value.
-    #[cfg(test)]
     pub(crate) fn insert(
         &mut self,
         generation: u64,
@@ -433,7 +432,6 @@ impl<K, V> Trie<K, V> {
     }
 
     /// Removes `key`; returns a clone of the removed value.
-    #[cfg(test)]
     pub(crate) fn remove<Q>(
         &mut self,
         generation: u64,

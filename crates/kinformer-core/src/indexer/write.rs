@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::index::IndexFn;
 use crate::indexer::idset::{IdAllocator, IdSet, id_hash};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
-use crate::indexer::snapshot::{Hasher, IndexTrie, NO_ID, Snapshot, Tries};
+use crate::indexer::snapshot::{Hasher, IndexTrie, Snapshot, Tries};
 use crate::key::ObjectKey;
 use crate::reclaimer::ReclaimerSlot;
 
@@ -278,26 +278,20 @@ impl<K> WriteBatch<'_, K> {
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
         state.dirty = true;
-        let replaced = state.master.objects.insert_with(
+        let old = state.master.objects.insert(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.clone(),
-            |_| Arc::clone(&obj),
+            Arc::clone(&obj),
         );
-        let old = if replaced {
-            state.retired.objects.last_value().cloned()
-        } else {
-            None
-        };
         if state.index_fns.is_empty() {
             return old;
         }
         // An update looks its id up only if an index value moves.
-        let id = if replaced {
-            None
-        } else {
-            Some(state.new_id(hash, &key))
+        let id = match old {
+            Some(_) => None,
+            None => Some(state.new_id(hash, &key)),
         };
         self.reindex(&key, hash, id, old.as_deref(), Some(&obj));
         old
@@ -308,28 +302,20 @@ impl<K> WriteBatch<'_, K> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
-        let removed = state.master.objects.remove_quiet(
+        let object = state.master.objects.remove(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.as_str(),
-        );
-        let old = if removed {
-            state.retired.objects.last_value().cloned()
-        } else {
-            None
-        };
-        let object = old?;
+        )?;
         state.dirty = true;
-        let had_id = state.master.id_by_key.remove_quiet(
+        let Some(id) = state.master.id_by_key.remove(
             state.generation,
             &mut state.retired.id_by_key,
             hash,
             key.as_str(),
-        );
-        let id = match state.retired.id_by_key.last_value() {
-            Some(&id) if had_id => id,
-            _ => return Some(object),
+        ) else {
+            return Some(object);
         };
         let failures = self.counters.index_fn_failures.load(Ordering::Relaxed);
         self.reindex(key, hash, Some(id), Some(&object), None);
@@ -350,7 +336,8 @@ impl<K> WriteBatch<'_, K> {
 
     /// Moves the object stored under `key` (whose hash is `hash`) between
     /// index values as its values change from `old`'s to `new`'s. Its id
-    /// is `id`, or looked up when first needed.
+    /// is `id`, or looked up when first needed (an object without one is
+    /// in no index).
     fn reindex(
         &mut self,
         key: &ObjectKey,
@@ -361,8 +348,10 @@ impl<K> WriteBatch<'_, K> {
     ) {
         // A copy of the handle: reindexing changes no id.
         let id_by_key = self.state.master.id_by_key;
-        let mut id =
-            move || *id.get_or_insert_with(|| id_by_key.get(hash, key).map_or(NO_ID, |e| e.value));
+        let mut id = move || {
+            id = id.or_else(|| id_by_key.get(hash, key).map(|e| e.value));
+            id
+        };
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
@@ -379,7 +368,9 @@ impl<K> WriteBatch<'_, K> {
             if new_values == old_values {
                 continue;
             }
-            let id = id();
+            let Some(id) = id() else {
+                continue;
+            };
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
                 edit.remove(i, v, id);
             }

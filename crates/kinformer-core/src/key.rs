@@ -1,11 +1,10 @@
 //! Object keys: `namespace/name`, or `name` for cluster-scoped objects.
 
+use arcstr::ArcStr;
+use kube_core::Resource;
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::Arc;
-
-use kube_core::Resource;
 
 use crate::error::KeyError;
 
@@ -31,8 +30,9 @@ pub(crate) fn with_key_buf<R>(namespace: &str, name: &str, f: impl FnOnce(&str) 
 /// The cache key of an object: `namespace/name`, or `name` when the object
 /// is cluster-scoped.
 ///
-/// Cloning is a reference-count increment; hashing and equality use the
-/// string form, so maps keyed by `ObjectKey` can be queried with a `&str`
+/// A thin pointer (8 bytes: the length lives with the characters), so the
+/// cache's trie slots stay small. Cloning is a reference-count increment;
+/// hashing and equality use the string form, so maps keyed by `ObjectKey` can be queried with a `&str`
 /// without allocating.
 ///
 /// ```
@@ -43,7 +43,10 @@ pub(crate) fn with_key_buf<R>(namespace: &str, name: &str, f: impl FnOnce(&str) 
 /// assert_eq!(key.name(), "web-0");
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey(Arc<str>);
+pub struct ObjectKey(ArcStr);
+
+// The trie's slot sizes count on a thin key.
+const _: () = assert!(std::mem::size_of::<ObjectKey>() == 8);
 
 impl ObjectKey {
     /// Builds a key from an optional namespace and a name.
@@ -51,14 +54,14 @@ impl ObjectKey {
         match namespace {
             // One allocation: the string is joined in a reused buffer and
             // copied once into the shared one.
-            Some(ns) if !ns.is_empty() => with_key_buf(ns, name, |key| Self(Arc::from(key))),
-            _ => Self(Arc::from(name)),
+            Some(ns) if !ns.is_empty() => with_key_buf(ns, name, |key| Self(ArcStr::from(key))),
+            _ => Self(ArcStr::from(name)),
         }
     }
 
     /// Parses the string form (`namespace/name` or `name`).
     pub fn parse(key: &str) -> Self {
-        Self(Arc::from(key))
+        Self(ArcStr::from(key))
     }
 
     /// The key of a Kubernetes object.

@@ -254,13 +254,13 @@ impl<K> Indexer<K> {
                 .indices
                 .push((Arc::clone(&name), IndexTrie::new()));
             let objects = state.master.objects;
-            let id_by_key = state.master.id_by_key;
             let (mut edit, _) = state.index_edit();
             for entry in objects.iter() {
-                let Some(id) = id_by_key.get(entry.hash, &entry.key).map(|e| e.value) else {
+                let Some(id) = entry.value.id else {
                     continue;
                 };
-                for v in values_or_log(&f, &entry.value, &name, &entry.key, &self.shared.counters) {
+                let object = &entry.value.object;
+                for v in values_or_log(&f, object, &name, &entry.key, &self.shared.counters) {
                     edit.add(slot, &v, id);
                 }
             }

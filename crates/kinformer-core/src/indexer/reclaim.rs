@@ -22,15 +22,14 @@
 use std::sync::Arc;
 
 use crate::indexer::idset::{Chunk, IdSet};
-use crate::indexer::snapshot::{Snapshot, Tries};
+use crate::indexer::snapshot::{Snapshot, Stored, Tries};
 use crate::indexer::trie::Garbage;
 use crate::key::ObjectKey;
 use crate::reclaimer::{LastReferences, Reclaimer};
 
 /// What one write batch retired, for every trie type of the cache.
 pub(crate) struct Retired<K> {
-    pub(crate) objects: Garbage<ObjectKey, Arc<K>>,
-    pub(crate) id_by_key: Garbage<ObjectKey, u32>,
+    pub(crate) objects: Garbage<ObjectKey, Stored<K>>,
     pub(crate) ids: Garbage<u32, (u64, ObjectKey)>,
     pub(crate) values: Garbage<Arc<str>, IdSet>,
     pub(crate) chunks: Garbage<u32, Chunk>,
@@ -43,7 +42,6 @@ impl<K> Default for Retired<K> {
     fn default() -> Self {
         Self {
             objects: Garbage::default(),
-            id_by_key: Garbage::default(),
             ids: Garbage::default(),
             values: Garbage::default(),
             chunks: Garbage::default(),
@@ -57,7 +55,7 @@ impl<K> Drop for Retired<K> {
         if let Some(reclaimer) = self.reclaimer.take() {
             let mut last = LastReferences::new(&*reclaimer);
             for entry in self.objects.take_entries() {
-                last.entry(entry.key, entry.value);
+                last.entry(entry.key, entry.value.object);
             }
         }
     }
@@ -91,7 +89,6 @@ impl<K> Drop for FinalTries<K> {
         // and these do not was retired and is freed as garbage.
         unsafe {
             tries.objects.free_all(&mut drop);
-            tries.id_by_key.free_all(&mut drop);
             tries.ids.free_all(&mut drop);
             for (_, index) in tries.indices {
                 index.free_all(&mut |entry| entry.value.free_all());

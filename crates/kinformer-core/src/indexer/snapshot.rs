@@ -16,11 +16,8 @@ use crate::key::ObjectKey;
 /// The hasher of every cache trie: fast, and seeded per process so that
 /// object names chosen by cluster users cannot force collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
-/// Objects by key.
-pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Arc<K>>;
-/// Object ids by key: apart from the objects, so that an update that moves
-/// no index value touches neither this nor the objects' slot size.
-pub(crate) type IdByKey = Trie<ObjectKey, u32>;
+/// Objects by key, each with its id.
+pub(crate) type ObjectTrie<K> = Trie<ObjectKey, Stored<K>>;
 /// Keys (with their hashes) by object id, hashed by [`id_hash`]. The key
 /// is the objects trie's own (shared), so a lookup through it compares
 /// pointers, not strings.
@@ -28,11 +25,27 @@ pub(crate) type IdTable = Trie<u32, (u64, ObjectKey)>;
 /// One index: value → ids of the objects filed under it.
 pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
 
+/// A cached object and its id in the index sets. With a thin key, the
+/// entry (hash, key, object, id) fits 32 bytes, so carrying the id costs
+/// no separate key → id map.
+pub(crate) struct Stored<K> {
+    pub(crate) object: Arc<K>,
+    /// Set while the cache has an index; `None` before the first one.
+    pub(crate) id: Option<u32>,
+}
+
+impl<K> Clone for Stored<K> {
+    fn clone(&self) -> Self {
+        Self {
+            object: Arc::clone(&self.object),
+            id: self.id,
+        }
+    }
+}
+
 /// The tries of one version of the cache (handles: copying one aliases).
 pub(crate) struct Tries<K> {
     pub(crate) objects: ObjectTrie<K>,
-    /// Empty while no index is registered.
-    pub(crate) id_by_key: IdByKey,
     /// Empty while no index is registered.
     pub(crate) ids: IdTable,
     /// Indexes by name, in registration order.
@@ -43,7 +56,6 @@ impl<K> Default for Tries<K> {
     fn default() -> Self {
         Self {
             objects: Trie::new(),
-            id_by_key: Trie::new(),
             ids: Trie::new(),
             indices: Vec::new(),
         }
@@ -54,7 +66,6 @@ impl<K> Clone for Tries<K> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects,
-            id_by_key: self.id_by_key,
             ids: self.ids,
             indices: self.indices.clone(),
         }
@@ -106,7 +117,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .get(self.hash(key), key)
-            .map(|e| &e.value)
+            .map(|e| &e.value.object)
     }
 
     /// A new reference to the object stored under `key`. The object's
@@ -119,9 +130,9 @@ impl<K> Snapshot<K> {
             .get_hinted(self.hash(key), key, |value| {
                 // The count sits in front of the value in the same
                 // allocation: prefetch the line holding the count.
-                prefetch_for_write(Arc::as_ptr(value).cast::<u8>().wrapping_sub(16));
+                prefetch_for_write(Arc::as_ptr(&value.object).cast::<u8>().wrapping_sub(16));
             })
-            .map(|e| Arc::clone(&e.value))
+            .map(|e| Arc::clone(&e.value.object))
     }
 
     /// Whether `key` is cached.
@@ -141,7 +152,7 @@ impl<K> Snapshot<K> {
 
     /// Iterates over every cached key and object (unordered).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<K>)> {
-        self.tries.objects.iter().map(|e| (&e.key, &e.value))
+        self.tries.objects.iter().map(|e| (&e.key, &e.value.object))
     }
 
     /// Every cached object (unordered).
@@ -149,7 +160,7 @@ impl<K> Snapshot<K> {
         self.tries
             .objects
             .iter()
-            .map(|e| Arc::clone(&e.value))
+            .map(|e| Arc::clone(&e.value.object))
             .collect()
     }
 
@@ -192,7 +203,7 @@ impl<K> Snapshot<K> {
     /// The objects of a set of ids.
     fn objects_of<'s>(&'s self, ids: &'s IdSet) -> impl Iterator<Item = &'s Arc<K>> {
         self.keys_of(ids)
-            .filter_map(|(hash, key)| self.tries.objects.get(*hash, key).map(|e| &e.value))
+            .filter_map(|(hash, key)| self.tries.objects.get(*hash, key).map(|e| &e.value.object))
     }
 
     /// Keys filed under `value` in index `name`.

@@ -381,6 +381,7 @@ impl<K, V> Trie<K, V> {
     }
 
     /// Stores `value` under `key`; returns a clone of the replaced value.
+    #[cfg(test)]
     pub(crate) fn insert(
         &mut self,
         generation: u64,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::index::IndexFn;
 use crate::indexer::idset::{IdAllocator, IdSet, id_hash};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
-use crate::indexer::snapshot::{Hasher, IndexTrie, Snapshot, Tries};
+use crate::indexer::snapshot::{Hasher, IndexTrie, Snapshot, Stored, Tries};
 use crate::key::ObjectKey;
 use crate::reclaimer::ReclaimerSlot;
 
@@ -45,7 +45,6 @@ impl<K> WriterState<K> {
         let hasher = Hasher::default();
         let master = Tries {
             objects: Default::default(),
-            id_by_key: Default::default(),
             ids: Default::default(),
             indices: index_fns
                 .iter()
@@ -128,17 +127,8 @@ impl<K> WriterState<K> {
         release
     }
 
-    /// Gives the object stored under `key` (whose hash is `hash`) a new id
-    /// and files it both ways.
-    fn new_id(&mut self, hash: u64, key: &ObjectKey) -> u32 {
-        let id = self.ids.take();
-        self.master.id_by_key.insert_with(
-            self.generation,
-            &mut self.retired.id_by_key,
-            hash,
-            key.clone(),
-            |_| id,
-        );
+    /// Files `key` (whose hash is `hash`) in the id table under `id`.
+    fn file_id(&mut self, id: u32, hash: u64, key: &ObjectKey) {
         self.master.ids.insert_with(
             self.generation,
             &mut self.retired.ids,
@@ -146,20 +136,30 @@ impl<K> WriterState<K> {
             id,
             |_| (hash, key.clone()),
         );
-        id
     }
 
     /// Gives every cached object an id: called when the first index is
     /// added to a cache that had none.
     pub(crate) fn assign_ids(&mut self) {
-        let keys: Vec<(u64, ObjectKey)> = self
+        let entries: Vec<(u64, ObjectKey, Arc<K>)> = self
             .master
             .objects
             .iter()
-            .map(|e| (e.hash, e.key.clone()))
+            .map(|e| (e.hash, e.key.clone(), Arc::clone(&e.value.object)))
             .collect();
-        for (hash, key) in keys {
-            self.new_id(hash, &key);
+        for (hash, key, object) in entries {
+            let id = self.ids.take();
+            self.file_id(id, hash, &key);
+            self.master.objects.insert_with(
+                self.generation,
+                &mut self.retired.objects,
+                hash,
+                key,
+                |_| Stored {
+                    object,
+                    id: Some(id),
+                },
+            );
         }
         self.dirty = true;
     }
@@ -258,7 +258,11 @@ impl<K> WriteBatch<'_, K> {
     /// The object currently stored under `key`, including this batch's writes.
     pub fn get(&self, key: &str) -> Option<&Arc<K>> {
         let hash = self.state.hash(key);
-        self.state.master.objects.get(hash, key).map(|e| &e.value)
+        self.state
+            .master
+            .objects
+            .get(hash, key)
+            .map(|e| &e.value.object)
     }
 
     /// Number of objects, including this batch's writes.
@@ -278,22 +282,35 @@ impl<K> WriteBatch<'_, K> {
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
         state.dirty = true;
-        let old = state.master.objects.insert(
+        let indexed = !state.index_fns.is_empty();
+        let (ids, mut new_id) = (&mut state.ids, None);
+        // One walk: a replaced object's id carries over to the new one.
+        let replaced = state.master.objects.insert_with(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.clone(),
-            Arc::clone(&obj),
+            |old| Stored {
+                object: Arc::clone(&obj),
+                id: match old {
+                    Some(old) => old.id,
+                    None if indexed => Some(*new_id.insert(ids.take())),
+                    None => None,
+                },
+            },
         );
-        if state.index_fns.is_empty() {
-            return old;
-        }
-        // An update looks its id up only if an index value moves.
-        let id = match old {
-            Some(_) => None,
-            None => Some(state.new_id(hash, &key)),
+        let old = match state.retired.objects.last_value() {
+            Some(old) if replaced => Some(old.clone()),
+            _ => None,
         };
-        self.reindex(&key, hash, id, old.as_deref(), Some(&obj));
+        if let Some(id) = new_id {
+            state.file_id(id, hash, &key);
+        }
+        let id = old.as_ref().map_or(new_id, |old| old.id);
+        let old = old.map(|old| old.object);
+        if let Some(id) = id {
+            self.reindex(&key, id, old.as_deref(), Some(&obj));
+        }
         old
     }
 
@@ -302,23 +319,18 @@ impl<K> WriteBatch<'_, K> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
-        let object = state.master.objects.remove(
+        let Stored { object, id } = state.master.objects.remove(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.as_str(),
         )?;
         state.dirty = true;
-        let Some(id) = state.master.id_by_key.remove(
-            state.generation,
-            &mut state.retired.id_by_key,
-            hash,
-            key.as_str(),
-        ) else {
+        let Some(id) = id else {
             return Some(object);
         };
         let failures = self.counters.index_fn_failures.load(Ordering::Relaxed);
-        self.reindex(key, hash, Some(id), Some(&object), None);
+        self.reindex(key, id, Some(&object), None);
         let state = &mut *self.state;
         state
             .master
@@ -334,24 +346,9 @@ impl<K> WriteBatch<'_, K> {
         Some(object)
     }
 
-    /// Moves the object stored under `key` (whose hash is `hash`) between
-    /// index values as its values change from `old`'s to `new`'s. Its id
-    /// is `id`, or looked up when first needed (an object without one is
-    /// in no index).
-    fn reindex(
-        &mut self,
-        key: &ObjectKey,
-        hash: u64,
-        mut id: Option<u32>,
-        old: Option<&K>,
-        new: Option<&K>,
-    ) {
-        // A copy of the handle: reindexing changes no id.
-        let id_by_key = self.state.master.id_by_key;
-        let mut id = move || {
-            id = id.or_else(|| id_by_key.get(hash, key).map(|e| e.value));
-            id
-        };
+    /// Moves object `id` (stored under `key`) between index values as its
+    /// values change from `old`'s to `new`'s.
+    fn reindex(&mut self, key: &ObjectKey, id: u32, old: Option<&K>, new: Option<&K>) {
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
@@ -368,9 +365,6 @@ impl<K> WriteBatch<'_, K> {
             if new_values == old_values {
                 continue;
             }
-            let Some(id) = id() else {
-                continue;
-            };
             for v in old_values.iter().filter(|v| !new_values.contains(v)) {
                 edit.remove(i, v, id);
             }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_benches::filter;
 use kinformer_benches::fixtures::{pod, two_indexes};
 use kinformer_core::{EventHandlerFns, Observed, SharedIndexInformer};
 
@@ -54,6 +55,18 @@ fn pipeline(c: &mut Criterion) {
         .flat_map(|(batch, n)| [1usize, 10].map(|h| (batch, n, h, Producer::PerObject)))
         .chain([(4096, 100_000, 1, Producer::Batched)]);
     for (batch, n, handlers, producer) in configs {
+        let suffix = match producer {
+            Producer::PerObject => "",
+            Producer::Batched => "_push128",
+        };
+        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}{suffix}"), n);
+        // Filling an informer of up to 1M objects is most of a filtered
+        // run's time: skip the configurations the filter leaves out.
+        if !filter::selected(&format!(
+            "core_pipeline/{handlers}_handlers_batch{batch}{suffix}/{n}"
+        )) {
+            continue;
+        }
         let informer = SharedIndexInformer::<Pod>::builder()
             .name("bench")
             .indexers(two_indexes())
@@ -84,11 +97,6 @@ fn pipeline(c: &mut Criterion) {
         let mut delivered = n as u64;
         let mut rv = 1u64;
         let mut next = 0usize;
-        let suffix = match producer {
-            Producer::PerObject => "",
-            Producer::Batched => "_push128",
-        };
-        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}{suffix}"), n);
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

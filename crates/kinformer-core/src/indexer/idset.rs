@@ -10,7 +10,14 @@
 //!
 //! A chunk changes in place only while it is unpublished (built in the
 //! writer's current generation); otherwise a change copies it first.
+//!
+//! A chunk's members live in an [`AliasableBox`], not a `Box`: the trie
+//! copies slots bitwise, so a published node, its writable copy and the
+//! garbage list all hold the same pointer, which a `Box` (a unique owner
+//! to the compiler) must not be (Miri's Stacked Borrows caught it).
 #![allow(unsafe_code)] // only to pass on `Trie::free_all`'s contract
+
+use aliasable::boxed::AliasableBox;
 
 use crate::indexer::trie::{Entry, Garbage, Nested, Trie};
 
@@ -36,12 +43,25 @@ pub(crate) struct Chunk {
 }
 
 /// The members of a chunk.
-#[derive(Clone)]
 enum Members {
     /// Sorted offsets within the range.
-    Sparse(Box<[u16]>),
+    Sparse(AliasableBox<[u16]>),
     /// One bit per id of the range.
-    Dense(Box<[u64; WORDS]>),
+    Dense(AliasableBox<[u64; WORDS]>),
+}
+
+impl Clone for Members {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Sparse(offsets) => Self::Sparse(sparse(offsets.to_vec())),
+            Self::Dense(words) => Self::Dense(AliasableBox::from_unique(Box::new(**words))),
+        }
+    }
+}
+
+/// Sorted offsets as a sparse chunk's members.
+fn sparse(offsets: Vec<u16>) -> AliasableBox<[u16]> {
+    AliasableBox::from_unique(offsets.into_boxed_slice())
 }
 
 /// Splits an id into its chunk number and its offset in the chunk.
@@ -73,11 +93,12 @@ impl Members {
     fn add(&mut self, offset: u16) {
         match self {
             Self::Sparse(offsets) if offsets.len() < MAX_SPARSE => {
-                let mut grown = std::mem::take(offsets).into_vec();
-                grown.reserve_exact(1);
-                let pos = grown.binary_search(&offset).unwrap_or_else(|pos| pos);
-                grown.insert(pos, offset);
-                *offsets = grown.into_boxed_slice();
+                let pos = offsets.binary_search(&offset).unwrap_or_else(|pos| pos);
+                let mut grown = Vec::with_capacity(offsets.len() + 1);
+                grown.extend_from_slice(&offsets[..pos]);
+                grown.push(offset);
+                grown.extend_from_slice(&offsets[pos..]);
+                *offsets = sparse(grown);
             }
             Self::Sparse(offsets) => {
                 let mut words = Box::new([0u64; WORDS]);
@@ -85,7 +106,7 @@ impl Members {
                     let (w, bit) = word_bit(o);
                     words[w] |= bit;
                 }
-                *self = Self::Dense(words);
+                *self = Self::Dense(AliasableBox::from_unique(words));
             }
             Self::Dense(words) => {
                 let (w, bit) = word_bit(offset);
@@ -98,11 +119,12 @@ impl Members {
     fn remove(&mut self, offset: u16) {
         match self {
             Self::Sparse(offsets) => {
-                let mut shrunk = std::mem::take(offsets).into_vec();
-                if let Ok(pos) = shrunk.binary_search(&offset) {
-                    shrunk.remove(pos);
+                if let Ok(pos) = offsets.binary_search(&offset) {
+                    let mut shrunk = Vec::with_capacity(offsets.len() - 1);
+                    shrunk.extend_from_slice(&offsets[..pos]);
+                    shrunk.extend_from_slice(&offsets[pos + 1..]);
+                    *offsets = sparse(shrunk);
                 }
-                *offsets = shrunk.into_boxed_slice();
             }
             Self::Dense(words) => {
                 let (w, bit) = word_bit(offset);
@@ -111,7 +133,7 @@ impl Members {
                 if (members as usize) < MIN_DENSE {
                     let offsets: Vec<u16> =
                         ChunkIds::dense(0, words).map(|id| split(id).1).collect();
-                    *self = Self::Sparse(offsets.into_boxed_slice());
+                    *self = Self::Sparse(sparse(offsets));
                 }
             }
         }
@@ -283,7 +305,7 @@ impl IdSet {
             None => {
                 let chunk = Chunk {
                     generation,
-                    members: Members::Sparse(Box::new([offset])),
+                    members: Members::Sparse(sparse(vec![offset])),
                 };
                 self.chunks
                     .insert_with(generation, garbage, hash, key, |_| chunk);

@@ -1,10 +1,11 @@
 //! Object keys: `namespace/name`, or `name` for cluster-scoped objects.
 
-use arcstr::ArcStr;
-use kube_core::Resource;
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::fmt;
+
+use arcstr::ArcStr;
+use kube_core::Resource;
 
 use crate::error::KeyError;
 
@@ -32,8 +33,8 @@ pub(crate) fn with_key_buf<R>(namespace: &str, name: &str, f: impl FnOnce(&str) 
 ///
 /// A thin pointer (8 bytes: the length lives with the characters), so the
 /// cache's trie slots stay small. Cloning is a reference-count increment;
-/// hashing and equality use the string form, so maps keyed by `ObjectKey` can be queried with a `&str`
-/// without allocating.
+/// hashing and equality use the string form, so maps keyed by `ObjectKey`
+/// can be queried with a `&str` without allocating.
 ///
 /// ```
 /// use kinformer_core::ObjectKey;

@@ -283,31 +283,32 @@ impl<K> WriteBatch<'_, K> {
         let hash = state.hash(key.as_str());
         state.dirty = true;
         let indexed = !state.index_fns.is_empty();
-        let (ids, mut new_id) = (&mut state.ids, None);
+        let (ids, mut new_id, mut id) = (&mut state.ids, None, None);
         // One walk: a replaced object's id carries over to the new one.
         let replaced = state.master.objects.insert_with(
             state.generation,
             &mut state.retired.objects,
             hash,
             key.clone(),
-            |old| Stored {
-                object: Arc::clone(&obj),
-                id: match old {
+            |old| {
+                id = match old {
                     Some(old) => old.id,
                     None if indexed => Some(*new_id.insert(ids.take())),
                     None => None,
-                },
+                };
+                Stored {
+                    object: Arc::clone(&obj),
+                    id,
+                }
             },
         );
         let old = match state.retired.objects.last_value() {
-            Some(old) if replaced => Some(old.clone()),
+            Some(old) if replaced => Some(Arc::clone(&old.object)),
             _ => None,
         };
         if let Some(id) = new_id {
             state.file_id(id, hash, &key);
         }
-        let id = old.as_ref().map_or(new_id, |old| old.id);
-        let old = old.map(|old| old.object);
         if let Some(id) = id {
             self.reindex(&key, id, old.as_deref(), Some(&obj));
         }

@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::error::ReflectorError;
 use crate::event_line::{Line, LineSeed, ObjectEvent};
+use crate::managed_fields::Shape;
 use crate::transport::StatusBody;
 
 /// The annotation of the bookmark that ends a WatchList's initial events.
@@ -86,7 +87,8 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
     skip_managed_fields: bool,
 ) -> Result<WatchEvent<K>, ReflectorError> {
     let in_object = Cell::new(false);
-    let parsed = crate::json::with_document(line, |de| {
+    let skip = skip_managed_fields.then_some(Shape::WatchLine);
+    let parsed = crate::json::with_document(line, skip, |de| {
         LineSeed {
             skip_managed_fields,
             in_object: &in_object,
@@ -275,7 +277,7 @@ mod tests {
     /// object for a type-first line, and hand an object-first line back.
     fn one_pass(line: &[u8]) -> Line<Pod> {
         let in_object = Cell::new(false);
-        crate::json::with_document(line, |de| {
+        crate::json::with_document(line, None, |de| {
             LineSeed {
                 skip_managed_fields: false,
                 in_object: &in_object,

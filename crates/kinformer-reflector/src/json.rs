@@ -9,15 +9,20 @@
 //!   grows lists by doubling and leaves the slack in the cached object.
 //!
 //! simd-json parses in place, so the bytes are first copied into a buffer
-//! kept per thread (with simd-json's own buffers). Its parser has no nesting
-//! limit, so the nesting depth is checked from the structural positions it
-//! found, before anything is deserialized: deeper than [`MAX_DEPTH`] is an
-//! error, as with `serde_json`.
+//! kept per thread (with simd-json's own buffers); when `managedFields` is
+//! skipped, the copy leaves it out (see [`crate::managed_fields`]). Its
+//! parser has no nesting limit, so the nesting depth is checked from the
+//! structural positions it found, before anything is deserialized: deeper
+//! than [`MAX_DEPTH`] is an error, as with `serde_json`.
 
 use std::cell::RefCell;
 
+use std::ops::Range;
+
 use serde::de::DeserializeOwned;
 use simd_json::Buffers;
+
+use crate::managed_fields::{Shape, managed_fields_member};
 
 /// Deepest nesting of arrays and objects accepted (`serde_json`'s limit).
 pub const MAX_DEPTH: usize = 128;
@@ -63,33 +68,42 @@ pub fn from_slice<K: DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
 ) -> Result<K, JsonError> {
-    with_document(bytes, |de| {
+    let skip = skip_managed_fields.then_some(Shape::Object);
+    with_document(bytes, skip, |de| {
         crate::prune::deserialize_object(de, skip_managed_fields)
     })
 }
 
 /// Parses `bytes` (checking the nesting depth) and hands the deserializer
-/// to `f`, with the per-thread buffers.
-pub(crate) fn with_document<T, F>(bytes: &[u8], f: F) -> Result<T, JsonError>
+/// to `f`, with the per-thread buffers. With `skip_managed_fields`, the
+/// bytes hold that shape and its `metadata.managedFields` is left out of
+/// the parse where it can be found.
+pub(crate) fn with_document<T, F>(
+    bytes: &[u8],
+    skip_managed_fields: Option<Shape>,
+    f: F,
+) -> Result<T, JsonError>
 where
     F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
 {
+    let cut = skip_managed_fields.and_then(|shape| managed_fields_member(bytes, shape));
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => {
             let Scratch { input, buffers } = &mut *scratch;
-            let decoded = parse(bytes, input, buffers, f);
+            let decoded = parse(bytes, cut, input, buffers, f);
             if input.capacity() > KEEP_BYTES {
                 *scratch = Scratch::default();
             }
             decoded
         }
         // Only reached if a `Deserialize` impl decodes JSON itself.
-        Err(_) => parse(bytes, &mut Vec::new(), &mut Buffers::default(), f),
+        Err(_) => parse(bytes, cut, &mut Vec::new(), &mut Buffers::default(), f),
     })
 }
 
 fn parse<T, F>(
     bytes: &[u8],
+    cut: Option<Range<usize>>,
     input: &mut Vec<u8>,
     buffers: &mut Buffers,
     f: F,
@@ -98,20 +112,28 @@ where
     F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
 {
     input.clear();
-    input.extend_from_slice(bytes);
+    let cut = cut.unwrap_or(bytes.len()..bytes.len());
+    input.extend_from_slice(bytes.get(..cut.start).unwrap_or(bytes));
+    input.extend_from_slice(bytes.get(cut.end..).unwrap_or_default());
     let mut de = simd_json::Deserializer::from_slice_with_buffers(input, buffers)?;
-    if nesting_depth(bytes, buffers.structural_indexes()) > MAX_DEPTH {
+    if nesting_depth(bytes, &cut, buffers.structural_indexes()) > MAX_DEPTH {
         return Err(JsonError::TooDeep);
     }
     Ok(f(&mut de)?)
 }
 
-/// The deepest nesting of the document, from the offsets of its structural
-/// characters (brackets inside strings are not structural).
-fn nesting_depth(bytes: &[u8], structural: &[u32]) -> usize {
+/// The deepest nesting of the document parsed: `bytes` without `cut`, from
+/// the offsets of its structural characters (brackets inside strings are
+/// not structural). The parse rewrites strings in place, so the brackets
+/// are read from `bytes`.
+fn nesting_depth(bytes: &[u8], cut: &Range<usize>, structural: &[u32]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     for &at in structural {
-        match bytes.get(at as usize) {
+        let mut at = at as usize;
+        if at >= cut.start {
+            at += cut.len();
+        }
+        match bytes.get(at) {
             Some(b'{' | b'[') => {
                 depth += 1;
                 deepest = deepest.max(depth);

@@ -13,6 +13,7 @@
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
 //! - [`json`]: decoding one object (simd-json; lists at their exact size);
 //! - [`prune`]: decoding without `metadata.managedFields`;
+//! - `managed_fields`: finding that field in raw JSON, to leave it out of the parse;
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
 //! - [`backoff`]: client-go's exponential backoff with jitter and reset;
@@ -37,6 +38,7 @@ pub mod events;
 pub mod json;
 pub mod lines;
 mod list;
+mod managed_fields;
 pub mod metrics;
 pub mod prune;
 pub mod reflector;

@@ -5,7 +5,9 @@
 //! and refuse what `serde_json` refuses.
 #![allow(clippy::unwrap_used)]
 
-use kinformer_reflector::json;
+use std::ops::Range;
+
+use kinformer_reflector::{WatchEvent, event, json, prune};
 use kube::api::DynamicObject;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -58,5 +60,101 @@ proptest! {
             let ours = json::from_slice::<DynamicObject>(input, false);
             prop_assert_eq!(ours.is_ok(), reference.is_ok(), "{:?}", String::from_utf8_lossy(input));
         }
+    }
+}
+
+/// An object whose `metadata` members come in any order, `managedFields`
+/// among them (or not), with `managedFields` in the spec too; compact or
+/// with whitespace between tokens. With the same object without the
+/// member, and where the member is (separators around it included).
+fn object_with_managed_fields() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, Option<Range<usize>>)> {
+    let members = (
+        value(),
+        any::<bool>(),
+        prop::collection::btree_map("[a-z]{1,6}", "[a-z0-9]{0,6}", 0..4),
+    )
+        .prop_flat_map(|(fields, present, labels)| {
+            let mut members = vec![
+                ("name", Value::from("x")),
+                ("namespace", Value::from("n")),
+                ("labels", serde_json::json!(labels)),
+            ];
+            if present {
+                members.push(("managedFields", fields));
+            }
+            Just(members).prop_shuffle()
+        });
+    (members, value(), any::<bool>()).prop_map(|(members, spec, pretty)| {
+        let encode = |v: &Value| {
+            if pretty {
+                serde_json::to_string_pretty(v).unwrap()
+            } else {
+                serde_json::to_string(v).unwrap()
+            }
+        };
+        let (sep, colon) = if pretty { (" ,\n ", " : ") } else { (",", ":") };
+        let spec = serde_json::json!({"managedFields": spec, "metadata": {"managedFields": spec}});
+        let document = |with_fields: bool| {
+            let mut doc = format!("{{\"apiVersion\"{colon}\"x.dev/v1\"{sep}\"kind\"{colon}\"X\"{sep}\"metadata\"{colon}{{");
+            let mut fields = None;
+            let members = members.iter().filter(|(k, _)| with_fields || *k != "managedFields");
+            for (i, (k, v)) in members.enumerate() {
+                let start = doc.len();
+                if i > 0 {
+                    doc.push_str(sep);
+                }
+                doc.push_str(&format!("\"{k}\"{colon}{}", encode(v)));
+                if *k == "managedFields" {
+                    fields = Some(start..doc.len() + sep.len());
+                }
+            }
+            doc.push_str(&format!("}}{sep}\"spec\"{colon}{}}}", encode(&spec)));
+            (doc.into_bytes(), fields)
+        };
+        let (bytes, fields) = document(true);
+        (bytes, document(false).0, fields)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn leaving_managed_fields_out_of_the_parse_decodes_what_pruning_decodes((bytes, without, _) in object_with_managed_fields()) {
+        let ours: DynamicObject = json::from_slice(&bytes, true).unwrap();
+        // The object without the member, parsed whole (not by `serde_json`,
+        // whose floats may be one unit in the last place off).
+        let reference: DynamicObject = json::from_slice(&without, false).unwrap();
+        prop_assert!(ours.metadata.managed_fields.is_none());
+        prop_assert_eq!(&ours.metadata, &reference.metadata);
+        prop_assert_eq!(&ours.data, &reference.data);
+        // The same object in a watch line.
+        let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
+        let event = event::decode_event_with::<DynamicObject>(&line, true).unwrap();
+        let WatchEvent::Modified(obj) = event else { panic!("not an update") };
+        prop_assert_eq!(&obj.metadata, &reference.metadata);
+        prop_assert_eq!(&obj.data, &reference.data);
+    }
+
+    #[test]
+    fn a_damaged_document_is_refused_as_a_whole_parse_refuses_it((bytes, _, fields) in object_with_managed_fields(), at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let at = at.index(bytes.len());
+        prop_assert!(json::from_slice::<DynamicObject>(&bytes[..at], true).is_err());
+        // A byte changed outside `metadata.managedFields` and its
+        // separators (inside, the cut value is only checked for matching
+        // brackets, ended strings and allowed bytes: see the reflector's
+        // `managed_fields` module).
+        if fields.is_some_and(|f| f.contains(&at)) {
+            return Ok(());
+        }
+        let mut damaged = bytes.clone();
+        damaged[at] = byte;
+        // The reference is the parse before the cut existed: simd-json
+        // over every byte, pruning while deserializing.
+        let mut whole = damaged.clone();
+        let reference = simd_json::Deserializer::from_slice(&mut whole)
+            .and_then(|mut de| prune::deserialize_without_managed_fields::<DynamicObject, _>(&mut de));
+        let ours = json::from_slice::<DynamicObject>(&damaged, true);
+        prop_assert_eq!(ours.is_ok(), reference.is_ok(), "{:?}", String::from_utf8_lossy(&damaged));
     }
 }

@@ -147,16 +147,8 @@ impl Scanner<'_> {
 
     /// From an opening quote to just past the closing one.
     fn skip_string(&mut self) -> Option<()> {
-        let mut i = self.at + 1;
-        loop {
-            let rest = self.json.get(i..)?;
-            let found = i + memchr::memchr2(b'"', b'\\', rest)?;
-            if self.json[found] == b'"' {
-                self.at = found + 1;
-                return Some(());
-            }
-            i = found + 2;
-        }
+        self.at = string_end(self.json, self.at + 1)?;
+        Some(())
     }
 
     /// Skips one value inside a container nested `depth` deep.
@@ -212,6 +204,45 @@ impl Scanner<'_> {
             }
         }
         None
+    }
+}
+
+/// Just past the quote that ends the string whose first byte is at
+/// `from`. Most strings in Kubernetes objects are short keys, so eight
+/// bytes at a time are checked for `"` or `\\` in a word (a library
+/// search per string costs more than it saves on these lengths).
+fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    // The high bit of every byte of `word` that is zero, and maybe of some
+    // bytes above the first zero one (never below it).
+    let zero_bytes = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    loop {
+        let Some(chunk) = json.get(from..from + 8) else {
+            // The last few bytes, one at a time.
+            let rest = json.get(from..)?;
+            let found = from + rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+            if json.get(found) == Some(&b'"') {
+                return Some(found + 1);
+            }
+            from = found + 2;
+            continue;
+        };
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let hits = zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES);
+        if hits == 0 {
+            from += 8;
+            continue;
+        }
+        let found = from + (hits.trailing_zeros() / 8) as usize;
+        if json.get(found) == Some(&b'"') {
+            return Some(found + 1);
+        }
+        from = found + 2;
     }
 }
 
@@ -333,6 +364,27 @@ mod tests {
         }
         let bad_utf8 = b"{\"metadata\":{\"managedFields\":[\"\xff\"]}}";
         assert_eq!(managed_fields_member(bad_utf8, Shape::Object), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_string_ends_at_its_first_unescaped_quote(
+            body in proptest::collection::vec(proptest::sample::select(b"ab\\\"{".to_vec()), 0..40),
+            at in 0usize..12,
+        ) {
+            let json = [vec![b'x'; at], body].concat();
+            // One byte at a time.
+            let mut i = at;
+            let expected = loop {
+                match json.get(i) {
+                    None => break None,
+                    Some(b'"') => break Some(i + 1),
+                    Some(b'\\') => i += 2,
+                    Some(_) => i += 1,
+                }
+            };
+            proptest::prop_assert_eq!(string_end(&json, at), expected);
+        }
     }
 
     #[test]

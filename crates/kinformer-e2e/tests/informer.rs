@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinformer::{EventHandlerFns, InformerOptions, Lister, SharedInformerFactory};
+use kinformer::{EventHandlerFns, InformerOptions, Lister, ReflectorConfig, SharedInformerFactory};
 use kinformer_e2e::{ensure_namespace, raw, real_client, unique};
 use kube::Client;
 use kube::api::{
@@ -235,6 +235,107 @@ async fn metadata_informer_and_label_and_field_selectors() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     f.shutdown().await;
+}
+
+/// Waits until `get` answers with resourceVersion `rv`.
+async fn wait_for_rv(what: &str, rv: &str, get: impl Fn() -> Option<String>) {
+    let deadline = tokio::time::Instant::now() + EVENT;
+    while get().as_deref() != Some(rv) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never reached {rv}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
+    let client = real_client(false).await.unwrap();
+    let ns = unique("mf");
+    ensure_namespace(&client, &ns).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for name in ["a", "b"] {
+        cms.create(&PostParams::default(), &cm(name, json!({"tier": "web"})))
+            .await
+            .unwrap();
+    }
+    // A second manager, so that `a` has two `managedFields` entries.
+    let apply = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"applied": "yes"}});
+    cms.patch(
+        "a",
+        &PatchParams::apply("kinformer-e2e").force(),
+        &Patch::Apply(&apply),
+    )
+    .await
+    .unwrap();
+    let whole = factory(&client, &ns).await;
+    let skipping = SharedInformerFactory::builder(client.clone())
+        .namespace(&ns)
+        .runtime(tokio::runtime::Handle::current())
+        .reflector_config(ReflectorConfig::default().skip_managed_fields(true))
+        .build();
+    let (typed, typed_skipping) = (
+        whole.informer::<ConfigMap>(),
+        skipping.informer::<ConfigMap>(),
+    );
+    let (meta, meta_skipping) = (
+        whole.metadata_informer::<ConfigMap>(),
+        skipping.metadata_informer::<ConfigMap>(),
+    );
+    for f in [&whole, &skipping] {
+        f.start().unwrap();
+        f.wait_for_cache_sync(SYNC).await.unwrap();
+    }
+    // One change after the sync, so that watch lines are checked too.
+    let patch = json!({"data": {"k": "v1"}});
+    let changed = cms
+        .patch("b", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let rv = changed.metadata.resource_version.unwrap();
+    let key = format!("{ns}/b");
+    let rv_of = |m: &kube::api::ObjectMeta| m.resource_version.clone();
+    wait_for_rv("typed", &rv, || {
+        typed.indexer().get(&key).and_then(|o| rv_of(&o.metadata))
+    })
+    .await;
+    wait_for_rv("typed, skipping", &rv, || {
+        typed_skipping
+            .indexer()
+            .get(&key)
+            .and_then(|o| rv_of(&o.metadata))
+    })
+    .await;
+    wait_for_rv("metadata", &rv, || {
+        meta.indexer().get(&key).and_then(|o| rv_of(&o.metadata))
+    })
+    .await;
+    wait_for_rv("metadata, skipping", &rv, || {
+        meta_skipping
+            .indexer()
+            .get(&key)
+            .and_then(|o| rv_of(&o.metadata))
+    })
+    .await;
+    for name in ["a", "b"] {
+        let key = format!("{ns}/{name}");
+        let mut expected = (*typed.indexer().get(&key).unwrap()).clone();
+        let fields = expected.metadata.managed_fields.take();
+        assert!(
+            fields.is_some_and(|f| !f.is_empty()),
+            "the server sent managedFields"
+        );
+        assert_eq!(*typed_skipping.indexer().get(&key).unwrap(), expected);
+        let mut expected = meta.indexer().get(&key).unwrap().metadata.clone();
+        assert!(expected.managed_fields.take().is_some());
+        let got = meta_skipping.indexer().get(&key).unwrap();
+        assert_eq!(got.metadata, expected);
+        assert_eq!(got.types, meta.indexer().get(&key).unwrap().types);
+    }
+    whole.shutdown().await;
+    skipping.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

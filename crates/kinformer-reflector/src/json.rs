@@ -16,7 +16,6 @@
 //! than [`MAX_DEPTH`] is an error, as with `serde_json`.
 
 use std::cell::RefCell;
-
 use std::ops::Range;
 
 use serde::de::DeserializeOwned;

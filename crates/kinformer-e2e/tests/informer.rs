@@ -27,6 +27,15 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
     .unwrap()
 }
 
+/// A client, a fresh namespace named after `prefix`, and its ConfigMaps.
+async fn configmaps_in_new_namespace(prefix: &str) -> (Client, String, Api<ConfigMap>) {
+    let client = real_client(false).await.unwrap();
+    let ns = unique(prefix);
+    ensure_namespace(&client, &ns).await.unwrap();
+    let cms = Api::namespaced(client.clone(), &ns);
+    (client, ns, cms)
+}
+
 async fn factory(client: &Client, ns: &str) -> SharedInformerFactory {
     SharedInformerFactory::builder(client.clone())
         .namespace(ns)
@@ -44,10 +53,7 @@ enum Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
-    let client = real_client(false).await.unwrap();
-    let ns = unique("inf");
-    ensure_namespace(&client, &ns).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, cms) = configmaps_in_new_namespace("inf").await;
     for i in 0..3 {
         cms.create(&PostParams::default(), &cm(&format!("pre-{i}"), json!({})))
             .await
@@ -178,10 +184,7 @@ async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn metadata_informer_and_label_and_field_selectors() {
-    let client = real_client(false).await.unwrap();
-    let ns = unique("sel");
-    ensure_namespace(&client, &ns).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, cms) = configmaps_in_new_namespace("sel").await;
     cms.create(&PostParams::default(), &cm("a", json!({"tier": "web"})))
         .await
         .unwrap();
@@ -237,25 +240,21 @@ async fn metadata_informer_and_label_and_field_selectors() {
     f.shutdown().await;
 }
 
-/// Waits until `get` answers with resourceVersion `rv`.
-async fn wait_for_rv(what: &str, rv: &str, get: impl Fn() -> Option<String>) {
-    let deadline = tokio::time::Instant::now() + EVENT;
-    while get().as_deref() != Some(rv) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} never reached {rv}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// The resourceVersion `informer` caches for `key`.
+fn cached_rv<K>(informer: &kinformer::SharedIndexInformer<K>, key: &str) -> Option<String>
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+{
+    informer
+        .indexer()
+        .get(key)
+        .and_then(|o| o.meta().resource_version.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
-    let client = real_client(false).await.unwrap();
-    let ns = unique("mf");
-    ensure_namespace(&client, &ns).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, cms) = configmaps_in_new_namespace("mf").await;
     for name in ["a", "b"] {
         cms.create(&PostParams::default(), &cm(name, json!({"tier": "web"})))
             .await
@@ -296,29 +295,23 @@ async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
         .unwrap();
     let rv = changed.metadata.resource_version.unwrap();
     let key = format!("{ns}/b");
-    let rv_of = |m: &kube::api::ObjectMeta| m.resource_version.clone();
-    wait_for_rv("typed", &rv, || {
-        typed.indexer().get(&key).and_then(|o| rv_of(&o.metadata))
-    })
-    .await;
-    wait_for_rv("typed, skipping", &rv, || {
-        typed_skipping
-            .indexer()
-            .get(&key)
-            .and_then(|o| rv_of(&o.metadata))
-    })
-    .await;
-    wait_for_rv("metadata", &rv, || {
-        meta.indexer().get(&key).and_then(|o| rv_of(&o.metadata))
-    })
-    .await;
-    wait_for_rv("metadata, skipping", &rv, || {
-        meta_skipping
-            .indexer()
-            .get(&key)
-            .and_then(|o| rv_of(&o.metadata))
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + EVENT;
+    loop {
+        let rvs = [
+            cached_rv(&typed, &key),
+            cached_rv(&typed_skipping, &key),
+            cached_rv(&meta, &key),
+            cached_rv(&meta_skipping, &key),
+        ];
+        if rvs.iter().all(|r| r.as_deref() == Some(rv.as_str())) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the caches never all reached {rv}: {rvs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     for name in ["a", "b"] {
         let key = format!("{ns}/{name}");
         let mut expected = (*typed.indexer().get(&key).unwrap()).clone();
@@ -341,9 +334,7 @@ async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn dynamic_informer_follows_a_crd_created_in_the_test() {
-    let client = real_client(false).await.unwrap();
-    let ns = unique("crd");
-    ensure_namespace(&client, &ns).await.unwrap();
+    let (client, ns, _) = configmaps_in_new_namespace("crd").await;
     let group = format!("{}.kinformer.dev", unique("g"));
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": format!("widgets.{group}")},
@@ -401,9 +392,7 @@ async fn configmap_watches(client: &Client) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn factory_sharing_opens_one_watch_as_counted_by_the_apiserver() {
-    let client = real_client(false).await.unwrap();
-    let ns = unique("share");
-    ensure_namespace(&client, &ns).await.unwrap();
+    let (client, ns, _) = configmaps_in_new_namespace("share").await;
     let before = configmap_watches(&client).await;
     let f = factory(&client, &ns).await;
     let a = f.informer::<ConfigMap>();

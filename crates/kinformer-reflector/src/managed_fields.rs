@@ -208,8 +208,8 @@ impl Scanner<'_> {
 }
 
 /// Just past the quote that ends the string whose first byte is at
-/// `from`. Most strings in Kubernetes objects are short keys, so eight
-/// bytes at a time are checked for `"` or `\\` in a word (a library
+/// `from`. Most strings in Kubernetes objects are short keys, so the bytes
+/// are checked for `"` or `\` eight at a time, in a word (a library
 /// search per string costs more than it saves on these lengths).
 fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);

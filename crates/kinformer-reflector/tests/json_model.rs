@@ -2,7 +2,10 @@
 //! documents: it must give back the document that was encoded (floats
 //! included, to the bit: `serde_json`'s default float parser may be one
 //! unit in the last place off, so the spec is compared with the original),
-//! and refuse what `serde_json` refuses.
+//! and refuse what `serde_json` refuses. With `managedFields` skipped (and
+//! so cut out of the bytes before the parse), it must decode what the
+//! object without the field decodes to, and refuse what the whole parse
+//! refuses.
 #![allow(clippy::unwrap_used)]
 
 use std::ops::Range;

@@ -37,8 +37,11 @@ enum Producer {
     Batched,
 }
 
+/// The criterion group of this bench.
+const GROUP: &str = "core_pipeline";
+
 fn pipeline(c: &mut Criterion) {
-    let mut group = c.benchmark_group("core_pipeline");
+    let mut group = c.benchmark_group(GROUP);
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
@@ -59,14 +62,13 @@ fn pipeline(c: &mut Criterion) {
             Producer::PerObject => "",
             Producer::Batched => "_push128",
         };
-        let id = BenchmarkId::new(format!("{handlers}_handlers_batch{batch}{suffix}"), n);
+        let function = format!("{handlers}_handlers_batch{batch}{suffix}");
         // Filling an informer of up to 1M objects is most of a filtered
         // run's time: skip the configurations the filter leaves out.
-        if !filter::selected(&format!(
-            "core_pipeline/{handlers}_handlers_batch{batch}{suffix}/{n}"
-        )) {
+        if !filter::selected(&format!("{GROUP}/{function}/{n}")) {
             continue;
         }
+        let id = BenchmarkId::new(function, n);
         let informer = SharedIndexInformer::<Pod>::builder()
             .name("bench")
             .indexers(two_indexes())

@@ -24,7 +24,7 @@ use simd_json::Buffers;
 use crate::managed_fields::{Shape, managed_fields_member};
 
 /// Deepest nesting of arrays and objects accepted (`serde_json`'s limit).
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = kinformer_json_scan::MAX_DEPTH;
 
 /// Scratch buffers above this size are released after use rather than kept
 /// for the thread's next object.

@@ -13,8 +13,11 @@ mod test;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc, able to lay decoded objects out in per-object chunks (see
+/// `kinformer_alloc`; `cargo xtask loadtest --object-arenas` turns them on).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: kinformer_alloc::ObjectArenas<mimalloc::MiMalloc> =
+    kinformer_alloc::ObjectArenas::new(mimalloc::MiMalloc);
 
 /// kinformer project automation.
 #[derive(Parser)]

@@ -1,5 +1,5 @@
 //! `cargo xtask test`: every test of the workspace, in one command: the unit,
-//! integration and doc tests of every crate, then the end-to-end suite
+//! integration and doc tests of every crate, the loom models, then the end-to-end suite
 //! against a real kube-apiserver built from the published Go modules, with
 //! the WatchList feature on and off.
 
@@ -21,6 +21,21 @@ pub struct TestArgs {
     cargo_args: Vec<String>,
 }
 
+/// The loom models (`--cfg loom`, in a target directory of their own so
+/// that the flag does not rebuild the workspace's main one).
+fn loom_models(cargo: &str) -> anyhow::Result<()> {
+    let status = Command::new(cargo)
+        .args(["test", "--release", "-p", "kinformer-alloc", "--lib"])
+        .env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", "target/loom")
+        .status()
+        .context("running the loom models")?;
+    if !status.success() {
+        bail!("the loom models failed: {status}");
+    }
+    Ok(())
+}
+
 /// `cargo xtask e2e` with its default options.
 #[derive(Parser)]
 struct DefaultE2e {
@@ -39,6 +54,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed: {status}");
     }
+    loom_models(&cargo)?;
     if args.skip_e2e {
         if std::env::var_os("CI").is_some() {
             bail!("--skip-e2e is not allowed in CI");

@@ -114,11 +114,14 @@ where
     let cut = cut.unwrap_or(bytes.len()..bytes.len());
     input.extend_from_slice(bytes.get(..cut.start).unwrap_or(bytes));
     input.extend_from_slice(bytes.get(cut.end..).unwrap_or_default());
+    let len = input.len();
     let mut de = simd_json::Deserializer::from_slice_with_buffers(input, buffers)?;
     if nesting_depth(bytes, &cut, buffers.structural_indexes()) > MAX_DEPTH {
         return Err(JsonError::TooDeep);
     }
-    Ok(f(&mut de)?)
+    // The decoded object's parts go into chunks of their own when the
+    // process runs `kinformer_alloc::ObjectArenas`.
+    Ok(kinformer_alloc::with_object_arena(len, || f(&mut de))?)
 }
 
 /// The deepest nesting of the document parsed: `bytes` without `cut`, from

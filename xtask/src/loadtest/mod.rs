@@ -118,6 +118,12 @@ pub struct LoadtestArgs {
     /// 0 decodes on the reflector's task).
     #[arg(long)]
     pub decode_threads: Option<usize>,
+    /// Decode each object into a chunk of its own (`kinformer_alloc`'s
+    /// object arenas, which xtask's allocator wraps mimalloc in). Off by
+    /// default: faster, but see `docs/benchmarks.md` (session 12) for what
+    /// it does to a 1M burst's peak.
+    #[arg(long)]
+    pub object_arenas: bool,
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
@@ -152,6 +158,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     if args.kind != "pods" {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
+    kinformer_alloc::set_enabled(args.object_arenas);
     // `--kubeconfig FILE` alone selects a real cluster as the source.
     let source = if args.kubeconfig.is_some() {
         Source::Kubeconfig
@@ -177,6 +184,14 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         Source::Sim | Source::Kubeconfig => http_source::run(args)?,
     };
     report.print_table();
+    let arenas = kinformer_alloc::region::REGION.stats();
+    if arenas.cut_bytes > 0 {
+        eprintln!(
+            "object arenas: {:.1} MiB of chunks cut, {:.1} MiB of them free at the end",
+            arenas.cut_bytes as f64 / (1 << 20) as f64,
+            arenas.free_bytes as f64 / (1 << 20) as f64
+        );
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
         eprintln!("figures written to {}", path.display());

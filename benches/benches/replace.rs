@@ -1,0 +1,78 @@
+//! What replacing a cold cached object costs a decode thread: decode the new
+//! version and drop the one it replaces, in a cache of many objects, in
+//! random order, as a burst of updates does. With the object arenas
+//! (`kinformer_alloc::ObjectArenas` over mimalloc) and without them (mimalloc
+//! alone), in one run. The hot decode of `--bench decode` reuses the blocks
+//! it just freed; here every freed object is cold, as in a large cache.
+//! Run: `cargo bench -p kinformer-benches --bench replace`.
+
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_alloc::ObjectArenas;
+use kinformer_benches::filter::selected;
+use kinformer_benches::fixtures::Rng;
+use kinformer_reflector::json;
+use kube_core::PartialObjectMeta;
+use serde::de::DeserializeOwned;
+
+#[global_allocator]
+static GLOBAL: ObjectArenas<mimalloc::MiMalloc> = ObjectArenas::new(mimalloc::MiMalloc);
+
+/// Typed Pods cached (~36 KB of heap each).
+const TYPED: usize = 40_000;
+/// Metadata-only Pods cached (~2 KB each).
+const METADATA: usize = 400_000;
+
+const GROUP: &str = "replace_cold_object";
+
+/// Replaces random objects of a cache of `n`, each decoded from `bytes`.
+fn replace<K: DeserializeOwned>(
+    c: &mut Criterion,
+    name: &str,
+    n: usize,
+    bytes: &[u8],
+    skip_managed_fields: bool,
+) {
+    let decode = || json::from_slice::<K>(bytes, skip_managed_fields).expect("decode");
+    let mut group = c.benchmark_group(GROUP);
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(1));
+    for (allocator, arenas) in [("mimalloc", false), ("object_arenas", true)] {
+        let function = format!("{name}/{allocator}");
+        if !selected(&format!("{GROUP}/{function}/{n}")) {
+            continue;
+        }
+        let id = BenchmarkId::new(function, n);
+        kinformer_alloc::set_enabled(arenas);
+        let mut cache: Vec<K> = (0..n).map(|_| decode()).collect();
+        let mut rng = Rng(0x2545_f491);
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    cache[rng.below(n)] = decode();
+                }
+                start.elapsed()
+            })
+        });
+        drop(cache);
+    }
+    group.finish();
+    kinformer_alloc::set_enabled(true);
+}
+
+fn benches(c: &mut Criterion) {
+    let pod = kinformer_sim::template::pod("ns-1", "web-7d4b9c8f6-00000001", 7);
+    let bytes = serde_json::to_vec(&pod).expect("encode the template Pod");
+    replace::<Pod>(c, "typed_pod", TYPED, &bytes, false);
+    let partial = kinformer_sim::metadata::partial(&bytes);
+    replace::<PartialObjectMeta<Pod>>(c, "metadata_skip_managed_fields", METADATA, &partial, true);
+}
+
+criterion_group!(replace_benches, benches);
+criterion_main!(replace_benches);

@@ -1,0 +1,259 @@
+//! The address range chunks are cut from.
+//!
+//! One range is reserved, the first time a chunk is wanted, and split into
+//! one span per size class, so that the chunk of any part is found from the
+//! part's address alone: the span gives the class, the class the chunk's
+//! size, and the chunk starts at the multiple of that size below the part.
+//! The range is reserved without committing memory (`MAP_NORESERVE`): a page
+//! costs memory only once touched (with transparent huge pages, a 2 MiB page
+//! once any of it is touched). Chunks whose parts are all freed go on
+//! their class's free list and are reused, never returned to the system.
+//!
+//! A chunk starts with its [`Header`]; parts follow it.
+#![allow(unsafe_code)] // raw memory: mmap, chunk headers, free lists
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::class::{CLASSES, chunk_size};
+use crate::count::LiveCount;
+
+/// Bytes of each class's span (16 GiB; small under Miri, which allocates
+/// the range for real).
+#[cfg(not(miri))]
+const SPAN_SHIFT: u32 = 34;
+#[cfg(miri)]
+const SPAN_SHIFT: u32 = 18;
+
+/// Bytes of the whole range.
+const RANGE: usize = CLASSES << SPAN_SHIFT;
+
+/// The start of a chunk.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Header {
+    /// Parts still live (see [`crate::count`]).
+    pub live: LiveCount,
+    /// The next chunk on the free list (0: none), while the chunk is free.
+    next: usize,
+}
+
+/// Bytes before a chunk's first part.
+pub const HEADER: usize = size_of::<Header>();
+
+/// How many classes up [`Region::take`] looks for a free chunk.
+pub const LARGER: usize = 2;
+
+/// The reserved range and its per-class free lists.
+pub struct Region {
+    /// Start of the range; 0 until reserved.
+    base: AtomicUsize,
+    /// The reservation was refused: chunks are never handed out.
+    refused: AtomicBool,
+    classes: [Class; CLASSES],
+}
+
+/// One class's span.
+struct Class {
+    /// Chunks cut from the span so far.
+    cut: AtomicUsize,
+    /// Head of the free list (0: empty).
+    free: Mutex<usize>,
+    /// Chunks on the free list.
+    free_len: AtomicUsize,
+}
+
+/// How much of the region is in use (see [`Region::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionStats {
+    /// Bytes of all chunks ever cut (what the region can hold in memory).
+    pub cut_bytes: usize,
+    /// Bytes of the chunks on the free lists, ready for reuse.
+    pub free_bytes: usize,
+}
+
+/// The process's one region.
+pub static REGION: Region = Region::new();
+
+impl Region {
+    const fn new() -> Self {
+        Self {
+            base: AtomicUsize::new(0),
+            refused: AtomicBool::new(false),
+            classes: [const {
+                Class {
+                    cut: AtomicUsize::new(0),
+                    free: Mutex::new(0),
+                    free_len: AtomicUsize::new(0),
+                }
+            }; CLASSES],
+        }
+    }
+
+    /// Whether `addr` lies in a chunk.
+    #[inline]
+    pub fn contains(&self, addr: usize) -> bool {
+        let base = self.base.load(Ordering::Relaxed);
+        base != 0 && addr.wrapping_sub(base) < RANGE
+    }
+
+    /// The header of the chunk holding `addr`, which [`Region::contains`].
+    #[inline]
+    pub fn chunk_of(&self, addr: usize) -> *const Header {
+        let offset = addr - self.base.load(Ordering::Relaxed);
+        let class = offset >> SPAN_SHIFT;
+        let within = offset & ((1 << SPAN_SHIFT) - 1);
+        let size = chunk_size(class);
+        (addr - within % size) as *const Header
+    }
+
+    /// A chunk of class `class` or a little larger, with its size, its
+    /// header written with an open count; `None` when the range could not
+    /// be reserved or the span is used up.
+    ///
+    /// A free chunk of one of the next [`LARGER`] classes is taken before a
+    /// new one is cut, so that memory freed by objects of a kind whose size
+    /// estimate drifts up is reused.
+    pub fn take(&self, class: usize) -> Option<(usize, usize)> {
+        let base = self.base()?;
+        let (chunk, class) = (class..=class + LARGER)
+            .find_map(|c| Some((self.pop(c)?, c)))
+            .or_else(|| {
+                let span = self.classes.get(class)?;
+                let i = span.cut.fetch_add(1, Ordering::Relaxed);
+                let size = chunk_size(class);
+                ((i + 1) * size <= 1 << SPAN_SHIFT)
+                    .then(|| (base + (class << SPAN_SHIFT) + i * size, class))
+            })?;
+        // SAFETY: the chunk is ours (fresh, or off the free list: no part
+        // of it is live) and starts 64-aligned in the reserved range.
+        unsafe {
+            (chunk as *mut Header).write(Header {
+                live: LiveCount::open(),
+                next: 0,
+            });
+        }
+        Some((chunk, chunk_size(class)))
+    }
+
+    /// Puts a chunk whose count reached zero on its class's free list.
+    ///
+    /// # Safety
+    /// `chunk` came from [`Region::take`] and nothing of it is live.
+    pub unsafe fn give_back(&self, chunk: usize) {
+        let class = (chunk - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
+        let Some(span) = self.classes.get(class) else {
+            return;
+        };
+        let mut head = span.free.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the chunk is ours (the caller's contract).
+        unsafe { (*(chunk as *mut Header)).next = *head };
+        *head = chunk;
+        span.free_len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes cut and free, over all classes (read without stopping anyone:
+    /// a snapshot that is only approximately consistent).
+    pub fn stats(&self) -> RegionStats {
+        let mut stats = RegionStats::default();
+        for (class, span) in self.classes.iter().enumerate() {
+            let size = chunk_size(class);
+            let cut = span
+                .cut
+                .load(Ordering::Relaxed)
+                .min((1 << SPAN_SHIFT) / size);
+            stats.cut_bytes += cut * size;
+            stats.free_bytes += span.free_len.load(Ordering::Relaxed) * size;
+        }
+        stats
+    }
+
+    fn pop(&self, class: usize) -> Option<usize> {
+        let span = self.classes.get(class)?;
+        let mut head = span.free.lock().unwrap_or_else(|e| e.into_inner());
+        let chunk = *head;
+        if chunk == 0 {
+            return None;
+        }
+        // SAFETY: chunks on the list are free and hold a written header.
+        *head = unsafe { (*(chunk as *const Header)).next };
+        span.free_len.fetch_sub(1, Ordering::Relaxed);
+        Some(chunk)
+    }
+
+    /// The range's start, reserving it on first use.
+    fn base(&self) -> Option<usize> {
+        let base = self.base.load(Ordering::Acquire);
+        if base != 0 {
+            return Some(base);
+        }
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let Some(reserved) = reserve() else {
+            self.refused.store(true, Ordering::Relaxed);
+            return None;
+        };
+        match self
+            .base
+            .compare_exchange(0, reserved, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Some(reserved),
+            Err(winner) => {
+                release(reserved);
+                Some(winner)
+            }
+        }
+    }
+}
+
+#[cfg(not(miri))]
+fn reserve() -> Option<usize> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's
+    // choosing; nothing else refers to it.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            RANGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    // Huge pages where the system gives them on request (as mimalloc asks
+    // for its own arenas): first touches of new chunks fault once per 2 MiB
+    // instead of once per 4 KiB. Advice only: refused, it changes nothing.
+    // SAFETY: advice on the mapping just made.
+    unsafe { libc::madvise(addr, RANGE, libc::MADV_HUGEPAGE) };
+    Some(addr as usize)
+}
+
+#[cfg(not(miri))]
+fn release(addr: usize) {
+    // SAFETY: `addr` is a mapping of `RANGE` bytes that lost the race to
+    // become the region, so nothing points into it.
+    unsafe { libc::munmap(addr as *mut libc::c_void, RANGE) };
+}
+
+#[cfg(miri)]
+fn reserve() -> Option<usize> {
+    let layout = std::alloc::Layout::from_size_align(RANGE, 4096).ok()?;
+    // SAFETY: a non-zero size.
+    let addr = unsafe { std::alloc::System.alloc(layout) };
+    (!addr.is_null()).then_some(addr as usize)
+}
+
+#[cfg(miri)]
+fn release(addr: usize) {
+    if let Ok(layout) = std::alloc::Layout::from_size_align(RANGE, 4096) {
+        // SAFETY: allocated by `reserve` with this layout.
+        unsafe { std::alloc::System.dealloc(addr as *mut u8, layout) };
+    }
+}
+
+#[cfg(miri)]
+use std::alloc::GlobalAlloc;

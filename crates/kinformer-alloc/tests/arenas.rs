@@ -1,0 +1,198 @@
+//! `ObjectArenas` as this test binary's global allocator: where parts go,
+//! when chunks are reused, growth in place, frees on other threads, panics.
+#![allow(clippy::unwrap_used)]
+
+use std::alloc::System;
+use std::collections::BTreeMap;
+
+use kinformer_alloc::region::REGION;
+use kinformer_alloc::{ObjectArenas, with_object_arena};
+
+#[global_allocator]
+static GLOBAL: ObjectArenas<System> = ObjectArenas::new(System);
+
+/// Something shaped like a decoded object: a map of strings and a list.
+#[derive(Clone, Debug, PartialEq)]
+struct Object {
+    name: String,
+    labels: BTreeMap<String, String>,
+    items: Vec<String>,
+}
+
+fn decode(i: usize) -> Object {
+    with_object_arena::<Object>(400, || Object {
+        name: format!("object-{i}"),
+        labels: (0..6)
+            .map(|l| (format!("label-{l}"), format!("value-{i}-{l}")))
+            .collect(),
+        items: (0..4).map(|n| "x".repeat(20 + n + i % 7)).collect(),
+    })
+}
+
+fn in_region<T: ?Sized>(p: *const T) -> bool {
+    REGION.contains(p.cast::<u8>() as usize)
+}
+
+fn chunk<T: ?Sized>(p: *const T) -> usize {
+    REGION.chunk_of(p.cast::<u8>() as usize) as usize
+}
+
+fn parts(o: &Object) -> Vec<usize> {
+    let mut v = vec![o.name.as_ptr() as usize, o.items.as_ptr() as usize];
+    v.extend(o.items.iter().map(|s| s.as_ptr() as usize));
+    v.extend(
+        o.labels
+            .iter()
+            .flat_map(|(k, v)| [k.as_ptr() as usize, v.as_ptr() as usize]),
+    );
+    v
+}
+
+#[test]
+fn what_a_scope_allocates_is_in_chunks_and_the_rest_is_not() {
+    let outside = String::from("outside");
+    assert!(!in_region(outside.as_ptr()));
+    let o = decode(1);
+    assert!(parts(&o).into_iter().all(|p| REGION.contains(p)));
+    // Too large for a chunk.
+    let big = with_object_arena::<Vec<u8>>(10, || vec![7u8; 64 * 1024]);
+    assert!(!in_region(big.as_ptr()));
+    assert!(big.iter().all(|&b| b == 7));
+}
+
+#[test]
+fn once_its_kind_is_learned_an_object_takes_one_chunk() {
+    let objects: Vec<Object> = (0..50).map(decode).collect();
+    for o in &objects[10..] {
+        let chunks: std::collections::BTreeSet<usize> = parts(o)
+            .into_iter()
+            .map(|p| chunk(p as *const u8))
+            .collect();
+        assert_eq!(chunks.len(), 1, "{o:?}");
+    }
+    for (i, o) in objects.iter().enumerate() {
+        assert_eq!(*o, decode_outside(i));
+    }
+}
+
+fn decode_outside(i: usize) -> Object {
+    Object {
+        name: format!("object-{i}"),
+        labels: (0..6)
+            .map(|l| (format!("label-{l}"), format!("value-{i}-{l}")))
+            .collect(),
+        items: (0..4).map(|n| "x".repeat(20 + n + i % 7)).collect(),
+    }
+}
+
+#[test]
+fn the_last_part_grows_in_place_and_outside_buffers_stay_outside() {
+    let mut outside: Vec<u64> = Vec::with_capacity(4);
+    let grown = with_object_arena::<Vec<u64>>(1000, || {
+        let mut v: Vec<u64> = Vec::with_capacity(4);
+        let at = v.as_ptr();
+        v.extend(0..64);
+        assert_eq!(v.as_ptr(), at, "grown in place");
+        outside.extend(0..64);
+        v
+    });
+    assert!(in_region(grown.as_ptr()));
+    assert!(!in_region(outside.as_ptr()));
+    assert_eq!(grown, (0..64).collect::<Vec<_>>());
+    assert_eq!(outside, grown);
+    // Growing a part that is not the last one moves it, contents and all.
+    let (a, b) = with_object_arena::<(Vec<u8>, Vec<u8>)>(100, || {
+        let mut a = vec![1u8; 10];
+        let b = vec![2u8; 10];
+        a.extend([3u8; 100]);
+        (a, b)
+    });
+    assert_eq!(&a[..10], &[1u8; 10]);
+    assert_eq!(&a[10..], &[3u8; 100][..]);
+    assert_eq!(b, vec![2u8; 10]);
+}
+
+#[test]
+fn a_panic_in_a_scope_ends_it() {
+    let r = std::panic::catch_unwind(|| {
+        with_object_arena::<Object>(400, || -> Object {
+            let _partial = String::from("half an object");
+            panic!("malformed");
+        })
+    });
+    assert!(r.is_err());
+    let after = String::from("after the scope");
+    assert!(!in_region(after.as_ptr()));
+    assert_eq!(decode(5), decode_outside(5));
+}
+
+#[test]
+fn nested_scopes_share_the_outer_one() {
+    let (outer, inner) = with_object_arena::<(String, String)>(50, || {
+        let outer = String::from("outer");
+        let inner = with_object_arena::<String>(10, || String::from("inner"));
+        (outer, inner)
+    });
+    assert_eq!(chunk(outer.as_ptr()), chunk(inner.as_ptr()));
+}
+
+/// xorshift64*: a small deterministic generator for the stress test.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[test]
+fn objects_freed_on_other_threads_in_any_order_never_overlap() {
+    // Two decoders hand objects to a dropper thread, which frees some parts
+    // at once and others later; every live object is checked against its
+    // fill before it is freed, so a chunk handed out while a part of it is
+    // live would show as a changed byte.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(64);
+    let decoders: Vec<_> = (0..2u64)
+        .map(|t| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut seed = 0x9e37_79b9_7f4a_7c15 ^ (t + 1);
+                for i in 0..3000u64 {
+                    let n = 1 + (next(&mut seed) % 12) as usize;
+                    let sizes: Vec<usize> = (0..n)
+                        .map(|_| 1 + (next(&mut seed) % 700) as usize)
+                        .collect();
+                    let fill = (i % 251) as u8;
+                    let object = with_object_arena::<Vec<Vec<u8>>>(100 + i as usize % 900, || {
+                        sizes.iter().map(|&s| vec![fill; s]).collect()
+                    });
+                    tx.send(object).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut seed = 7u64;
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    while let Ok(object) = rx.recv() {
+        for part in object {
+            check(&part);
+            if next(&mut seed).is_multiple_of(4) {
+                held.push(part);
+            }
+        }
+        if held.len() > 500 {
+            let at = (next(&mut seed) % held.len() as u64) as usize;
+            let part = held.swap_remove(at);
+            check(&part);
+        }
+    }
+    for d in decoders {
+        d.join().unwrap();
+    }
+    held.iter().for_each(|p| check(p));
+}
+
+fn check(part: &[u8]) {
+    let fill = part[0];
+    assert!(part.iter().all(|&b| b == fill), "a part was overwritten");
+}

@@ -1,0 +1,66 @@
+//! The reflector's decoder under `kinformer_alloc::ObjectArenas`: objects
+//! decode to what `serde_json` makes of them, their parts are in chunks, and
+//! replacing them many times over reuses the chunks.
+#![allow(clippy::unwrap_used)]
+
+use std::alloc::System;
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_alloc::ObjectArenas;
+use kinformer_alloc::region::REGION;
+use kinformer_reflector::event::{WatchEvent, decode_event_with};
+use kinformer_reflector::json;
+use kube_core::PartialObjectMeta;
+
+#[global_allocator]
+static GLOBAL: ObjectArenas<System> = ObjectArenas::new(System);
+
+fn template(i: usize) -> Vec<u8> {
+    let pod = kinformer_sim::template::pod("ns-1", &format!("web-{i}"), 7 + i as u64);
+    serde_json::to_vec(&pod).unwrap()
+}
+
+#[test]
+fn decoded_objects_live_in_chunks_and_equal_the_reference() {
+    let bytes = template(1);
+    let reference: Pod = serde_json::from_slice(&bytes).unwrap();
+    for skip in [false, true] {
+        let pod: Pod = json::from_slice(&bytes, skip).unwrap();
+        let mut expected = reference.clone();
+        if skip {
+            expected.metadata.managed_fields = None;
+        }
+        assert_eq!(pod, expected);
+        let name = pod.metadata.name.as_ref().unwrap();
+        assert!(REGION.contains(name.as_ptr() as usize));
+        let containers = pod.spec.as_ref().unwrap().containers.as_ptr();
+        assert!(REGION.contains(containers as usize));
+    }
+    let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
+    let WatchEvent::Modified(meta) = decode_event_with::<PartialObjectMeta<Pod>>(&line, true).unwrap()
+    else {
+        panic!("not a MODIFIED event");
+    };
+    assert_eq!(meta.metadata.labels, reference.metadata.labels);
+    assert!(REGION.contains(meta.metadata.name.as_ref().unwrap().as_ptr() as usize));
+}
+
+#[test]
+fn replacing_objects_reuses_their_chunks() {
+    let lines: Vec<Vec<u8>> = (0..64).map(template).collect();
+    let mut cache: Vec<Pod> = lines.iter().map(|l| json::from_slice(l, false).unwrap()).collect();
+    let before = REGION.stats();
+    for round in 0..20 {
+        for (i, line) in lines.iter().enumerate() {
+            cache[(i * 7 + round) % 64] = json::from_slice(line, false).unwrap();
+        }
+    }
+    let after = REGION.stats();
+    // 1,280 replacements; the chunks cut meanwhile are a small fraction of
+    // that many objects' (each object is ~30 KB).
+    let grown = after.cut_bytes - before.cut_bytes;
+    assert!(grown < 16 * 40 * 1024, "cut {grown} more bytes");
+    let names: std::collections::BTreeSet<_> =
+        cache.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+    assert_eq!(names.len(), 64);
+}

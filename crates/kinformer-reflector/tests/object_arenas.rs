@@ -37,7 +37,8 @@ fn decoded_objects_live_in_chunks_and_equal_the_reference() {
         assert!(REGION.contains(containers as usize));
     }
     let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
-    let WatchEvent::Modified(meta) = decode_event_with::<PartialObjectMeta<Pod>>(&line, true).unwrap()
+    let WatchEvent::Modified(meta) =
+        decode_event_with::<PartialObjectMeta<Pod>>(&line, true).unwrap()
     else {
         panic!("not a MODIFIED event");
     };
@@ -48,7 +49,10 @@ fn decoded_objects_live_in_chunks_and_equal_the_reference() {
 #[test]
 fn replacing_objects_reuses_their_chunks() {
     let lines: Vec<Vec<u8>> = (0..64).map(template).collect();
-    let mut cache: Vec<Pod> = lines.iter().map(|l| json::from_slice(l, false).unwrap()).collect();
+    let mut cache: Vec<Pod> = lines
+        .iter()
+        .map(|l| json::from_slice(l, false).unwrap())
+        .collect();
     let before = REGION.stats();
     for round in 0..20 {
         for (i, line) in lines.iter().enumerate() {
@@ -60,7 +64,9 @@ fn replacing_objects_reuses_their_chunks() {
     // that many objects' (each object is ~30 KB).
     let grown = after.cut_bytes - before.cut_bytes;
     assert!(grown < 16 * 40 * 1024, "cut {grown} more bytes");
-    let names: std::collections::BTreeSet<_> =
-        cache.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+    let names: std::collections::BTreeSet<_> = cache
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
     assert_eq!(names.len(), 64);
 }

@@ -54,6 +54,7 @@ impl SimProcess {
             .args(["--faults", args.faults.as_deref().unwrap_or("none")])
             .args(["--bookmark-interval", "5"])
             .args(["--history", "1000000"])
+            .arg("--exit-with-parent")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -1,7 +1,8 @@
 //! `kinformer-sim`: serve a simulated Kubernetes API server on a loopback port.
 //!
 //! Fills `--objects` template objects, then prints exactly one line `LISTENING http://ADDR` to
-//! stdout and serves until SIGTERM or ctrl-c.
+//! stdout and serves until SIGTERM or ctrl-c (or, with `--exit-with-parent`,
+//! until the process that started it is gone).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -41,7 +42,30 @@ struct Args {
     /// Do not stamp the commit-time annotation on writes.
     #[arg(long)]
     no_commit_stamp: bool,
+    /// Exit when the process that started this one goes away (a load test
+    /// killed without its clean-up must not leave the simulator running).
+    #[arg(long)]
+    exit_with_parent: bool,
 }
+
+/// Exits this process once its parent is gone (it is then reparented, so
+/// the parent id changes). Checked twice a second on a thread of its own.
+#[cfg(unix)]
+fn exit_with_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            if std::os::unix::process::parent_id() != parent {
+                tracing::warn!(parent, "the parent process is gone; exiting");
+                std::process::exit(0);
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn exit_with_parent() {}
 
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
@@ -52,6 +76,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if args.exit_with_parent {
+        exit_with_parent();
+    }
     match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

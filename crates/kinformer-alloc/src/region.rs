@@ -44,6 +44,12 @@ pub const HEADER: usize = size_of::<Header>();
 /// How many classes up [`Region::take`] looks for a free chunk.
 pub const LARGER: usize = 2;
 
+/// How many classes down [`Region::take`] looks for a free chunk, after
+/// the larger ones: a chunk one class smaller (1/9 less) still holds most
+/// objects whose estimate rounded up to `class`, and an object that does
+/// not fit continues in a second chunk.
+pub const SMALLER: usize = 1;
+
 /// The reserved range and its per-class free lists.
 pub struct Region {
     /// Start of the range; 0 until reserved.
@@ -107,16 +113,24 @@ impl Region {
         (addr - within % size) as *const Header
     }
 
-    /// A chunk of class `class` or a little larger, with its size, its
-    /// header written with an open count; `None` when the range could not
-    /// be reserved or the span is used up.
+    /// A chunk of class `class` or near it, and never smaller than
+    /// `at_least` bytes, with its size, its header written with an open
+    /// count; `None` when the range could not be reserved or the span is
+    /// used up.
     ///
-    /// A free chunk of one of the next [`LARGER`] classes is taken before a
+    /// A free chunk of one of the next [`LARGER`] classes, or else of the
+    /// [`SMALLER`] ones below that still hold `at_least`, is taken before a
     /// new one is cut, so that memory freed by objects of a kind whose size
-    /// estimate drifts up is reused.
-    pub fn take(&self, class: usize) -> Option<(usize, usize)> {
+    /// estimate drifts (or sits on a class boundary) is reused rather than
+    /// stranded on its class's free list.
+    pub fn take(&self, class: usize, at_least: usize) -> Option<(usize, usize)> {
         let base = self.base()?;
         let (chunk, class) = (class..=class + LARGER)
+            .chain(
+                (class.saturating_sub(SMALLER)..class)
+                    .rev()
+                    .filter(|&c| chunk_size(c) >= at_least),
+            )
             .find_map(|c| Some((self.pop(c)?, c)))
             .or_else(|| {
                 let span = self.classes.get(class)?;
@@ -170,6 +184,10 @@ impl Region {
 
     fn pop(&self, class: usize) -> Option<usize> {
         let span = self.classes.get(class)?;
+        // An empty list is passed over without taking its lock.
+        if span.free_len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         let mut head = span.free.lock().unwrap_or_else(|e| e.into_inner());
         let chunk = *head;
         if chunk == 0 {
@@ -257,3 +275,53 @@ fn release(addr: usize) {
 
 #[cfg(miri)]
 use std::alloc::GlobalAlloc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes a chunk of `class` and frees it at once (nothing else uses a
+    /// test's own region).
+    fn freed(region: &Region, class: usize) -> usize {
+        let (chunk, _) = region.take(class, 0).expect("the range is reserved");
+        // SAFETY: the chunk was just taken and holds no parts.
+        unsafe { region.give_back(chunk) };
+        chunk
+    }
+
+    #[test]
+    fn take_looks_two_classes_up_and_one_down_before_cutting() {
+        static REGION: Region = Region::new();
+        let up2 = freed(&REGION, 12);
+        assert_eq!(REGION.take(10, 0), Some((up2, chunk_size(12))));
+        let down1 = freed(&REGION, 9);
+        assert_eq!(REGION.take(10, 0), Some((down1, chunk_size(9))));
+
+        let (up3, down2) = (freed(&REGION, 13), freed(&REGION, 8));
+        let (new, size) = REGION.take(10, 0).expect("cut");
+        assert!(new != up3 && new != down2, "a new chunk is cut");
+        assert_eq!(size, chunk_size(10));
+        assert_eq!(REGION.stats().free_bytes, chunk_size(13) + chunk_size(8));
+    }
+
+    #[test]
+    fn a_larger_free_chunk_is_preferred_to_a_smaller_one() {
+        static REGION: Region = Region::new();
+        let (down, up) = (freed(&REGION, 20), freed(&REGION, 22));
+        assert_eq!(REGION.take(21, 0), Some((up, chunk_size(22))));
+        assert_eq!(REGION.take(21, 0), Some((down, chunk_size(20))));
+    }
+
+    #[test]
+    fn a_smaller_chunk_is_not_taken_when_it_cannot_hold_the_part() {
+        static REGION: Region = Region::new();
+        let down = freed(&REGION, 30);
+        let (new, size) = REGION.take(31, chunk_size(30) + 1).expect("cut");
+        assert_ne!(new, down);
+        assert_eq!(size, chunk_size(31));
+        assert_eq!(
+            REGION.take(31, chunk_size(30)),
+            Some((down, chunk_size(30)))
+        );
+    }
+}

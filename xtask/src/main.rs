@@ -13,8 +13,9 @@ mod test;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc, able to lay decoded objects out in per-object chunks (see
-/// `kinformer_alloc`; `cargo xtask loadtest --object-arenas` turns them on).
+/// mimalloc, with decoded objects laid out in per-object chunks (see
+/// `kinformer_alloc`; `cargo xtask loadtest --no-object-arenas` turns them
+/// off).
 #[global_allocator]
 static GLOBAL: kinformer_alloc::ObjectArenas<mimalloc::MiMalloc> =
     kinformer_alloc::ObjectArenas::new(mimalloc::MiMalloc);
@@ -39,6 +40,16 @@ enum Command {
     E2e(e2e::E2eArgs),
     /// Measure kinformer-sim against its scale targets (fill, paged LIST, watch fan-out).
     Simbench(simbench::SimbenchArgs),
+}
+
+/// The workspace's root directory (xtask's parent).
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(
+            || std::path::PathBuf::from("."),
+            std::path::Path::to_path_buf,
+        )
 }
 
 fn main() -> anyhow::Result<()> {

@@ -27,7 +27,11 @@ fn loom_models(cargo: &str) -> anyhow::Result<()> {
     let status = Command::new(cargo)
         .args(["test", "--release", "-p", "kinformer-alloc", "--lib"])
         .env("RUSTFLAGS", "--cfg loom")
-        .env("CARGO_TARGET_DIR", "target/loom")
+        .current_dir(crate::workspace_root())
+        .env(
+            "CARGO_TARGET_DIR",
+            crate::workspace_root().join("target/loom"),
+        )
         .status()
         .context("running the loom models")?;
     if !status.success() {

@@ -43,8 +43,6 @@ pub fn set_enabled(on: bool) {
 struct Bump {
     /// Inside a scope.
     active: Cell<bool>,
-    /// Opening a chunk: allocations go to the wrapped allocator.
-    busy: Cell<bool>,
     /// The open chunk's header (0: none), its next free byte and its end.
     chunk: Cell<usize>,
     cur: Cell<usize>,
@@ -67,7 +65,6 @@ impl Bump {
     const fn new() -> Self {
         Self {
             active: Cell::new(false),
-            busy: Cell::new(false),
             chunk: Cell::new(0),
             cur: Cell::new(0),
             end: Cell::new(0),
@@ -119,14 +116,14 @@ impl Bump {
     }
 
     fn alloc(&self, size: usize, align: usize) -> Option<*mut u8> {
-        if !self.active.get() || self.busy.get() || size > MAX_PART || align > MAX_ALIGN {
+        if !self.active.get() || size > MAX_PART || align > MAX_ALIGN {
             return None;
         }
         if self.chunk.get() == 0 || align_up(self.cur.get(), align) + size > self.end.get() {
-            self.busy.set(true);
-            let opened = self.open(size + align);
-            self.busy.set(false);
-            opened?;
+            // Opening a chunk allocates nothing (`Region::take` only locks
+            // a free list or reserves the range with `mmap`), so this
+            // cannot re-enter the allocator.
+            self.open(size + align)?;
         }
         let start = align_up(self.cur.get(), align);
         let end = start + size;

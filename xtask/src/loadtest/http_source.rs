@@ -453,6 +453,7 @@ where
     let report = Report {
         source: server.source().into(),
         implementation: args.implementation.as_str().into(),
+        object_arenas: !args.no_object_arenas && args.implementation == Impl::Kinformer,
         kind: args.kind.clone(),
         objects: args.objects,
         informers: caches.len(),

@@ -118,12 +118,11 @@ pub struct LoadtestArgs {
     /// 0 decodes on the reflector's task).
     #[arg(long)]
     pub decode_threads: Option<usize>,
-    /// Decode each object into a chunk of its own (`kinformer_alloc`'s
-    /// object arenas, which xtask's allocator wraps mimalloc in). Off by
-    /// default: faster, but see `docs/benchmarks.md` (session 12) for what
-    /// it does to a 1M burst's peak.
+    /// Decode objects with mimalloc alone, not each into a chunk of its own
+    /// (`kinformer_alloc`'s object arenas, which xtask's allocator wraps
+    /// mimalloc in and uses by default; see `docs/benchmarks.md`, session 13).
     #[arg(long)]
-    pub object_arenas: bool,
+    pub no_object_arenas: bool,
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
@@ -158,7 +157,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     if args.kind != "pods" {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
-    kinformer_alloc::set_enabled(args.object_arenas);
+    kinformer_alloc::set_enabled(!args.no_object_arenas);
     // `--kubeconfig FILE` alone selects a real cluster as the source.
     let source = if args.kubeconfig.is_some() {
         Source::Kubeconfig

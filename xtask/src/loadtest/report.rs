@@ -13,6 +13,9 @@ pub struct Report {
     pub kind: String,
     /// Objects filled before the initial sync.
     pub objects: usize,
+    /// Whether decoded objects were laid out in per-object chunks
+    /// (`kinformer_alloc`'s object arenas; kinformer only).
+    pub object_arenas: bool,
     /// Informers run side by side.
     pub informers: usize,
     /// Handlers per informer.
@@ -72,6 +75,10 @@ impl Report {
             ("implementation", self.implementation.clone()),
             ("kind", self.kind.clone()),
             ("objects", self.objects.to_string()),
+            (
+                "object arenas",
+                if self.object_arenas { "on" } else { "off" }.to_string(),
+            ),
             (
                 "informers x handlers",
                 format!("{} x {}", self.informers, self.handlers),

@@ -2,7 +2,6 @@
 //! figures are this process's alone.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -17,18 +16,11 @@ pub struct SimProcess {
     pub url: String,
 }
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 impl SimProcess {
     /// Builds (if needed) and starts the simulator filled with `--objects`
     /// Pods; returns once it listens.
     pub fn start(args: &LoadtestArgs) -> anyhow::Result<Self> {
-        let root = workspace_root();
+        let root = crate::workspace_root();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .current_dir(&root)

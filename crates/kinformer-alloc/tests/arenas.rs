@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::alloc::System;
-use std::collections::BTreeMap;
 
 use kinformer_alloc::region::REGION;
 use kinformer_alloc::{ObjectArenas, with_object_arena};
@@ -11,42 +10,8 @@ use kinformer_alloc::{ObjectArenas, with_object_arena};
 #[global_allocator]
 static GLOBAL: ObjectArenas<System> = ObjectArenas::new(System);
 
-/// Something shaped like a decoded object: a map of strings and a list.
-#[derive(Clone, Debug, PartialEq)]
-struct Object {
-    name: String,
-    labels: BTreeMap<String, String>,
-    items: Vec<String>,
-}
-
-fn decode(i: usize) -> Object {
-    with_object_arena::<Object>(400, || Object {
-        name: format!("object-{i}"),
-        labels: (0..6)
-            .map(|l| (format!("label-{l}"), format!("value-{i}-{l}")))
-            .collect(),
-        items: (0..4).map(|n| "x".repeat(20 + n + i % 7)).collect(),
-    })
-}
-
-fn in_region<T: ?Sized>(p: *const T) -> bool {
-    REGION.contains(p.cast::<u8>() as usize)
-}
-
-fn chunk<T: ?Sized>(p: *const T) -> usize {
-    REGION.chunk_of(p.cast::<u8>() as usize) as usize
-}
-
-fn parts(o: &Object) -> Vec<usize> {
-    let mut v = vec![o.name.as_ptr() as usize, o.items.as_ptr() as usize];
-    v.extend(o.items.iter().map(|s| s.as_ptr() as usize));
-    v.extend(
-        o.labels
-            .iter()
-            .flat_map(|(k, v)| [k.as_ptr() as usize, v.as_ptr() as usize]),
-    );
-    v
-}
+mod common;
+use common::*;
 
 #[test]
 fn what_a_scope_allocates_is_in_chunks_and_the_rest_is_not() {
@@ -58,31 +23,6 @@ fn what_a_scope_allocates_is_in_chunks_and_the_rest_is_not() {
     let big = with_object_arena::<Vec<u8>>(10, || vec![7u8; 64 * 1024]);
     assert!(!in_region(big.as_ptr()));
     assert!(big.iter().all(|&b| b == 7));
-}
-
-#[test]
-fn once_its_kind_is_learned_an_object_takes_one_chunk() {
-    let objects: Vec<Object> = (0..if cfg!(miri) { 14 } else { 50 }).map(decode).collect();
-    for o in &objects[10..] {
-        let chunks: std::collections::BTreeSet<usize> = parts(o)
-            .into_iter()
-            .map(|p| chunk(p as *const u8))
-            .collect();
-        assert_eq!(chunks.len(), 1, "{o:?}");
-    }
-    for (i, o) in objects.iter().enumerate() {
-        assert_eq!(*o, decode_outside(i));
-    }
-}
-
-fn decode_outside(i: usize) -> Object {
-    Object {
-        name: format!("object-{i}"),
-        labels: (0..6)
-            .map(|l| (format!("label-{l}"), format!("value-{i}-{l}")))
-            .collect(),
-        items: (0..4).map(|n| "x".repeat(20 + n + i % 7)).collect(),
-    }
 }
 
 #[test]

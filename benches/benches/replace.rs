@@ -2,8 +2,11 @@
 //! version and drop the one it replaces, in a cache of many objects, in
 //! random order, as a burst of updates does. With the object arenas
 //! (`kinformer_alloc::ObjectArenas` over mimalloc) and without them (mimalloc
-//! alone), in one run. The hot decode of `--bench decode` reuses the blocks
-//! it just freed; here every freed object is cold, as in a large cache.
+//! alone), in one run; and with the arenas plus the next victim's memory
+//! asked for one replacement ahead (`kinformer_alloc::prefetch_chunk`), as
+//! the reclaimer's drop jobs can. The hot decode of `--bench decode` reuses
+//! the blocks it just freed; here every freed object is cold, as in a large
+//! cache.
 //! Run: `cargo bench -p kinformer-benches --bench replace`.
 
 use std::time::{Duration, Instant};
@@ -14,7 +17,7 @@ use kinformer_alloc::ObjectArenas;
 use kinformer_benches::filter::selected;
 use kinformer_benches::fixtures::Rng;
 use kinformer_reflector::json;
-use kube_core::PartialObjectMeta;
+use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
 #[global_allocator]
@@ -28,7 +31,7 @@ const METADATA: usize = 400_000;
 const GROUP: &str = "replace_cold_object";
 
 /// Replaces random objects of a cache of `n`, each decoded from `bytes`.
-fn replace<K: DeserializeOwned>(
+fn replace<K: DeserializeOwned + Resource>(
     c: &mut Criterion,
     name: &str,
     n: usize,
@@ -42,7 +45,12 @@ fn replace<K: DeserializeOwned>(
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(4))
         .throughput(Throughput::Elements(1));
-    for (allocator, arenas) in [("mimalloc", false), ("object_arenas", true)] {
+    let variants = [
+        ("mimalloc", false, false),
+        ("object_arenas", true, false),
+        ("object_arenas_prefetch", true, true),
+    ];
+    for (allocator, arenas, prefetch) in variants {
         let function = format!("{name}/{allocator}");
         if !selected(&format!("{GROUP}/{function}/{n}")) {
             continue;
@@ -54,8 +62,14 @@ fn replace<K: DeserializeOwned>(
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let start = Instant::now();
+                let mut victim = rng.below(n);
                 for _ in 0..iters {
-                    cache[rng.below(n)] = decode();
+                    let next = rng.below(n);
+                    if prefetch {
+                        warm(&cache[next]);
+                    }
+                    cache[victim] = decode();
+                    victim = next;
                 }
                 start.elapsed()
             })
@@ -64,6 +78,14 @@ fn replace<K: DeserializeOwned>(
     }
     group.finish();
     kinformer_alloc::set_enabled(true);
+}
+
+/// Asks for `object`'s struct and its chunk (found from its name's buffer).
+fn warm<K: Resource>(object: &K) {
+    kinformer_alloc::prefetch_value(object);
+    if let Some(name) = object.meta().name.as_deref() {
+        kinformer_alloc::prefetch_chunk(name.as_ptr());
+    }
 }
 
 fn benches(c: &mut Criterion) {

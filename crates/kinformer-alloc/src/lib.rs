@@ -16,6 +16,7 @@
 //! - [`region`]: the reserved address range the chunks are cut from.
 //! - [`scope`]: the per-thread decode scope and the size estimates.
 //! - [`global`]: [`ObjectArenas`], the `GlobalAlloc` that ties them together.
+//! - [`prefetch`]: asking for a cold object's chunk before dropping it.
 //!
 //! Without [`ObjectArenas`] installed, [`with_object_arena`] only runs its
 //! closure.
@@ -25,11 +26,15 @@ pub mod count;
 #[cfg(not(loom))]
 pub mod global;
 #[cfg(not(loom))]
+pub mod prefetch;
+#[cfg(not(loom))]
 pub mod region;
 #[cfg(not(loom))]
 pub mod scope;
 
 #[cfg(not(loom))]
 pub use global::ObjectArenas;
+#[cfg(not(loom))]
+pub use prefetch::{prefetch_chunk, prefetch_value};
 #[cfg(not(loom))]
 pub use scope::{set_enabled, with_object_arena};

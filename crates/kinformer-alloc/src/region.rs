@@ -113,6 +113,17 @@ impl Region {
         (addr - within % size) as *const Header
     }
 
+    /// The start and size of the chunk holding `addr`, if the address is in
+    /// the region (whether or not the chunk is in use).
+    #[inline]
+    pub fn chunk_span(&self, addr: usize) -> Option<(usize, usize)> {
+        if !self.contains(addr) {
+            return None;
+        }
+        let class = (addr - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
+        Some((self.chunk_of(addr) as usize, chunk_size(class)))
+    }
+
     /// A chunk of class `class` or near it, and never smaller than
     /// `at_least` bytes, with its size, its header written with an open
     /// count; `None` when the range could not be reserved or the span is
@@ -302,6 +313,18 @@ mod tests {
         assert!(new != up3 && new != down2, "a new chunk is cut");
         assert_eq!(size, chunk_size(10));
         assert_eq!(REGION.stats().free_bytes, chunk_size(13) + chunk_size(8));
+    }
+
+    #[test]
+    fn the_span_of_any_address_in_a_chunk_is_that_chunk() {
+        static REGION: Region = Region::new();
+        let (chunk, size) = REGION.take(12, 0).expect("cut");
+        for addr in [chunk, chunk + HEADER + 7, chunk + size - 1] {
+            assert_eq!(REGION.chunk_span(addr), Some((chunk, size)));
+        }
+        assert_ne!(REGION.chunk_span(chunk + size), Some((chunk, size)));
+        let outside = 7u64;
+        assert_eq!(REGION.chunk_span(&raw const outside as usize), None);
     }
 
     #[test]

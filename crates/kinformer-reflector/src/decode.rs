@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use kinformer_core::{ObjectKey, Reclaimer};
+use kube_core::Resource;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -120,7 +121,12 @@ impl DecodePool {
     /// A [`Reclaimer`] for informers fed by this pool: objects are dropped
     /// on the thread of their key's shard, the one that decoded them.
     /// Once the pool is gone, objects are dropped where they are handed in.
-    pub fn reclaimer<K: Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
+    ///
+    /// A drop job asks for each object's memory one object ahead of its
+    /// drop (the struct, and with the object arenas the chunk its parts
+    /// are in, found from its name), so that dropping a cold object does
+    /// not wait for its nodes one cache miss at a time.
+    pub fn reclaimer<K: Resource + Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
         Arc::new(ShardReclaimer {
             jobs: self.jobs.as_ref().map(Arc::downgrade),
         })
@@ -141,7 +147,7 @@ struct ShardReclaimer {
     jobs: Option<Weak<[Sender<Job>]>>,
 }
 
-impl<K: Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
+impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
     fn reclaim(&self, objects: Vec<(ObjectKey, Arc<K>)>) {
         // Once the pool is closing, objects are dropped here.
         let Some(jobs) = self.jobs.as_ref().and_then(Weak::upgrade) else {
@@ -154,9 +160,33 @@ impl<K: Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         }
         for (shard, objects) in shards.into_iter().enumerate() {
             if !objects.is_empty() {
-                send(&jobs, shard, Box::new(move || drop(objects)));
+                send(&jobs, shard, Box::new(move || drop_warmed(objects)));
             }
         }
+    }
+}
+
+/// Drops `objects` in order, asking for each one's memory while the one
+/// before it is dropped.
+fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>) {
+    let mut objects = objects.into_iter().peekable();
+    if let Some((_, first)) = objects.peek() {
+        warm(&**first);
+    }
+    while let Some(object) = objects.next() {
+        if let Some((_, next)) = objects.peek() {
+            warm(&**next);
+        }
+        drop(object);
+    }
+}
+
+/// Asks for `object`'s struct and, if it was decoded in an object arena,
+/// its chunk (found from the buffer of its name).
+fn warm<K: Resource>(object: &K) {
+    kinformer_alloc::prefetch_value(object);
+    if let Some(name) = object.meta().name.as_deref() {
+        kinformer_alloc::prefetch_chunk(name.as_ptr());
     }
 }
 
@@ -198,6 +228,11 @@ impl std::fmt::Debug for DecodePool {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube_core::ObjectMeta;
+
     use super::*;
 
     #[test]
@@ -211,11 +246,33 @@ mod tests {
     #[test]
     fn the_reclaimer_drops_each_object_on_the_thread_of_its_key() {
         /// Records its key and the thread it is dropped on.
-        struct Tracked(Arc<Mutex<Vec<(String, String)>>>, String);
+        struct Tracked(Arc<Mutex<Vec<(String, String)>>>, String, ObjectMeta);
         impl Drop for Tracked {
             fn drop(&mut self) {
                 let thread = std::thread::current().name().unwrap_or("").to_string();
                 self.0.lock().push((std::mem::take(&mut self.1), thread));
+            }
+        }
+        impl Resource for Tracked {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+            fn kind(_: &()) -> Cow<'_, str> {
+                "Tracked".into()
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                "".into()
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                "tracked".into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.2
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.2
             }
         }
         let pool = DecodePool::new(3, "t").unwrap();
@@ -223,7 +280,11 @@ mod tests {
         let objects = (0..60)
             .map(|i| {
                 let key = format!("ns-{}/pod-{i}", i % 4);
-                let obj = Arc::new(Tracked(Arc::clone(&log), key.clone()));
+                let meta = ObjectMeta {
+                    name: Some(format!("pod-{i}")),
+                    ..ObjectMeta::default()
+                };
+                let obj = Arc::new(Tracked(Arc::clone(&log), key.clone(), meta));
                 (ObjectKey::parse(&key), obj)
             })
             .collect();
@@ -244,9 +305,9 @@ mod tests {
     #[test]
     fn once_the_pool_is_gone_the_reclaimer_drops_in_place() {
         let pool = DecodePool::new(2, "t").unwrap();
-        let reclaimer = pool.reclaimer::<u32>();
+        let reclaimer = pool.reclaimer::<ConfigMap>();
         drop(pool);
-        let obj = Arc::new(7u32);
+        let obj = Arc::new(ConfigMap::default());
         let weak = Arc::downgrade(&obj);
         reclaimer.reclaim(vec![(ObjectKey::parse("a"), obj)]);
         assert!(weak.upgrade().is_none());

@@ -3,8 +3,8 @@
 //! random order, as a burst of updates does. With the object arenas
 //! (`kinformer_alloc::ObjectArenas` over mimalloc) and without them (mimalloc
 //! alone), in one run; and with the arenas plus the next victim's memory
-//! asked for one replacement ahead (`kinformer_alloc::prefetch_chunk`), as
-//! the reclaimer's drop jobs can. The hot decode of `--bench decode` reuses
+//! asked for one replacement ahead (`kinformer_reflector::decode::prefetch_object`),
+//! as the reclaimer's drop jobs do. The hot decode of `--bench decode` reuses
 //! the blocks it just freed; here every freed object is cold, as in a large
 //! cache.
 //! Run: `cargo bench -p kinformer-benches --bench replace`.
@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
 use kinformer_benches::filter::selected;
 use kinformer_benches::fixtures::Rng;
+use kinformer_reflector::decode::prefetch_object;
 use kinformer_reflector::json;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
@@ -66,7 +67,7 @@ fn replace<K: DeserializeOwned + Resource>(
                 for _ in 0..iters {
                     let next = rng.below(n);
                     if prefetch {
-                        warm(&cache[next]);
+                        prefetch_object(&cache[next]);
                     }
                     cache[victim] = decode();
                     victim = next;
@@ -78,14 +79,6 @@ fn replace<K: DeserializeOwned + Resource>(
     }
     group.finish();
     kinformer_alloc::set_enabled(true);
-}
-
-/// Asks for `object`'s struct and its chunk (found from its name's buffer).
-fn warm<K: Resource>(object: &K) {
-    kinformer_alloc::prefetch_value(object);
-    if let Some(name) = object.meta().name.as_deref() {
-        kinformer_alloc::prefetch_chunk(name.as_ptr());
-    }
 }
 
 fn benches(c: &mut Criterion) {

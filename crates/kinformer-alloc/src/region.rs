@@ -106,22 +106,23 @@ impl Region {
     /// The header of the chunk holding `addr`, which [`Region::contains`].
     #[inline]
     pub fn chunk_of(&self, addr: usize) -> *const Header {
+        self.span_within(addr).0 as *const Header
+    }
+
+    /// The start and size of the chunk of `addr`, which is in the range.
+    #[inline]
+    fn span_within(&self, addr: usize) -> (usize, usize) {
         let offset = addr - self.base.load(Ordering::Relaxed);
-        let class = offset >> SPAN_SHIFT;
         let within = offset & ((1 << SPAN_SHIFT) - 1);
-        let size = chunk_size(class);
-        (addr - within % size) as *const Header
+        let size = chunk_size(offset >> SPAN_SHIFT);
+        (addr - within % size, size)
     }
 
     /// The start and size of the chunk holding `addr`, if the address is in
     /// the region (whether or not the chunk is in use).
     #[inline]
     pub fn chunk_span(&self, addr: usize) -> Option<(usize, usize)> {
-        if !self.contains(addr) {
-            return None;
-        }
-        let class = (addr - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
-        Some((self.chunk_of(addr) as usize, chunk_size(class)))
+        self.contains(addr).then(|| self.span_within(addr))
     }
 
     /// A chunk of class `class` or near it, and never smaller than

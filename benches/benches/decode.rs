@@ -64,6 +64,17 @@ fn decode(c: &mut Criterion) {
     group.bench_function("serde_json_metadata_line_skip_managed_fields", |b| {
         b.iter(|| serde_metadata_line(&meta_line))
     });
+    // The scan alone: finding `managedFields` in that line, which the
+    // decoder cuts before simd-json parses the rest.
+    group.bench_function("scan_metadata_line_managed_fields", |b| {
+        b.iter(|| {
+            kinformer_json_scan::member_span(
+                &meta_line,
+                &[b"object", b"metadata", b"managedFields"],
+            )
+            .expect("found")
+        })
+    });
     group.bench_function("kinformer_metadata_line_skip_managed_fields", |b| {
         b.iter(|| {
             kinformer_reflector::event::decode_event_with::<PartialObjectMeta<Pod>>(

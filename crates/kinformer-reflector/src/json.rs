@@ -129,21 +129,19 @@ where
 /// not structural). The parse rewrites strings in place, so the brackets
 /// are read from `bytes`.
 fn nesting_depth(bytes: &[u8], cut: &Range<usize>, structural: &[u32]) -> usize {
+    // Offsets from the cut's start on are offsets in `bytes` past its end.
+    let split = structural.partition_point(|&at| (at as usize) < cut.start);
+    let (before, after) = structural.split_at(split);
     let (mut depth, mut deepest) = (0usize, 0usize);
-    for &at in structural {
-        let mut at = at as usize;
-        if at >= cut.start {
-            at += cut.len();
-        }
-        match bytes.get(at) {
-            Some(b'{' | b'[') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            Some(b'}' | b']') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
+    let mut step = |at: usize| {
+        // `{` and `[` differ in one bit (0x20), as do `}` and `]`: no
+        // branch per structural character.
+        let b = bytes.get(at).map_or(0, |b| b | 0x20);
+        depth = (depth + usize::from(b == b'{')).saturating_sub(usize::from(b == b'}'));
+        deepest = deepest.max(depth);
+    };
+    before.iter().for_each(|&at| step(at as usize));
+    after.iter().for_each(|&at| step(at as usize + cut.len()));
     deepest
 }
 
@@ -246,6 +244,26 @@ mod tests {
             "[{".repeat(500)
         );
         assert!(from_slice::<DynamicObject>(brackets.as_bytes(), false).is_ok());
+    }
+
+    #[test]
+    fn nesting_is_counted_in_the_bytes_left_after_the_cut() {
+        // `managedFields` (cut before the parse) holds more brackets than
+        // the limit; what follows it is counted at its place in the bytes.
+        let nested = |n: usize| {
+            format!(
+                r#"{{"apiVersion":"x/v1","kind":"X","metadata":{{"name":"x","managedFields":[{}]}},"spec":{}0{}}}"#,
+                "{}".repeat(300),
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let ok: DynamicObject = from_slice(nested(MAX_DEPTH - 1).as_bytes(), true).unwrap();
+        assert_eq!(ok.metadata.managed_fields, None);
+        assert!(matches!(
+            from_slice::<DynamicObject>(nested(MAX_DEPTH).as_bytes(), true),
+            Err(JsonError::TooDeep)
+        ));
     }
 
     #[test]

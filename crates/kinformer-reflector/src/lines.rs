@@ -23,53 +23,37 @@ pub struct Lines {
     /// The task draining the body; aborted (closing the connection's
     /// stream) when the lines are dropped.
     reader: tokio::task::AbortHandle,
-    buf: BytesMut,
+    split: Splitter,
     idle: Duration,
     done: bool,
-    /// Bytes of `buf` already searched for a newline.
-    scanned: usize,
 }
 
 impl Lines {
-    /// Lines of `body`; waiting longer than `idle` for data is an error.
-    /// Must be called within a tokio runtime (the reading task is spawned
-    /// on it).
+    /// Starts draining `body`; each [`next_line`](Self::next_line) waits at
+    /// most `idle` for more bytes.
     pub fn new(body: Body, idle: Duration) -> Self {
         let (tx, chunks) = mpsc::channel(READ_AHEAD_CHUNKS);
         let reader = tokio::spawn(read_chunks(body, tx)).abort_handle();
         Self {
             chunks,
             reader,
-            buf: BytesMut::new(),
+            split: Splitter::default(),
             idle,
             done: false,
-            scanned: 0,
         }
     }
 
-    /// The next line; `Ok(None)` at a clean end of stream.
+    /// The next non-empty line; `None` at a clean end of the body.
     pub async fn next_line(&mut self) -> Result<Option<Bytes>, ReflectorError> {
         loop {
-            if let Some(off) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
-                let pos = self.scanned + off;
-                self.scanned = 0;
-                let mut line = self.buf.split_to(pos + 1);
-                line.truncate(pos);
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return Ok(Some(line.freeze()));
+            if let Some(line) = self.split.next_line() {
+                return Ok(Some(line));
             }
-            self.scanned = self.buf.len();
             if self.done {
-                if self.buf.iter().all(u8::is_ascii_whitespace) {
-                    self.buf.clear();
-                    self.scanned = 0;
-                    return Ok(None);
-                }
-                self.buf.clear();
-                self.scanned = 0;
-                return Err(ReflectorError::TruncatedEvent);
+                return match self.split.finish() {
+                    true => Ok(None),
+                    false => Err(ReflectorError::TruncatedEvent),
+                };
             }
             match tokio::time::timeout(self.idle, self.chunks.recv()).await {
                 Err(_) => return Err(ReflectorError::IdleTimeout(self.idle)),
@@ -78,9 +62,61 @@ impl Lines {
                     self.done = true;
                     return Err(ReflectorError::Body(e));
                 }
-                Ok(Some(Ok(data))) => self.buf.extend_from_slice(&data),
+                Ok(Some(Ok(data))) => self.split.push(data),
             }
         }
+    }
+}
+
+/// Cuts chunks of a body into lines. A line that lies within one chunk is
+/// a slice of it (no copy); only a line that spans chunks is copied
+/// together.
+#[derive(Default)]
+struct Splitter {
+    /// The start of a line whose end has not arrived.
+    partial: BytesMut,
+    /// What is left of the last chunk pushed.
+    chunk: Bytes,
+}
+
+impl Splitter {
+    fn push(&mut self, chunk: Bytes) {
+        let rest = std::mem::replace(&mut self.chunk, chunk);
+        self.partial.extend_from_slice(&rest);
+    }
+
+    /// The next non-empty line of what was pushed.
+    fn next_line(&mut self) -> Option<Bytes> {
+        loop {
+            let Some(at) = memchr::memchr(b'\n', &self.chunk) else {
+                // No end here: keep the start for the next chunk.
+                let rest = std::mem::take(&mut self.chunk);
+                self.partial.extend_from_slice(&rest);
+                return None;
+            };
+            let mut line = self.chunk.split_to(at + 1);
+            line.truncate(at);
+            if !self.partial.is_empty() {
+                self.partial.extend_from_slice(&line);
+                line = self.partial.split().freeze();
+            }
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                return Some(line);
+            }
+        }
+    }
+
+    /// At the body's end: whether all that was left is whitespace (else an
+    /// event was cut off). Clears what was left.
+    fn finish(&mut self) -> bool {
+        let clean = self
+            .partial
+            .iter()
+            .chain(self.chunk.iter())
+            .all(u8::is_ascii_whitespace);
+        self.partial.clear();
+        self.chunk.clear();
+        clean
     }
 }
 
@@ -104,6 +140,47 @@ async fn read_chunks(mut body: Body, tx: mpsc::Sender<Result<Bytes, String>>) {
         let failed = item.is_err();
         if tx.send(item).await.is_err() || failed {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn lines_do_not_depend_on_where_chunks_end(
+            body in prop::collection::vec(prop::sample::select(b"ab \n{}".to_vec()), 0..200),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        ) {
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(body.len() + 1)).collect();
+            at.push(0);
+            at.push(body.len());
+            at.sort_unstable();
+            let mut split = Splitter::default();
+            let mut got = Vec::new();
+            for w in at.windows(2) {
+                split.push(Bytes::copy_from_slice(&body[w[0]..w[1]]));
+                while let Some(line) = split.next_line() {
+                    got.push(line.to_vec());
+                }
+            }
+            let expected: Vec<Vec<u8>> = body
+                .split(|&b| b == b'\n')
+                .map(<[u8]>::to_vec)
+                .collect();
+            // The last piece has no newline: it is what `finish` judges.
+            let (tail, whole) = expected.split_last().unwrap();
+            let whole: Vec<Vec<u8>> = whole
+                .iter()
+                .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+                .cloned()
+                .collect();
+            prop_assert_eq!(got, whole);
+            prop_assert_eq!(split.finish(), tail.iter().all(u8::is_ascii_whitespace));
         }
     }
 }

@@ -80,6 +80,19 @@ fn updates(c: &mut Criterion) {
                 })
             })
         });
+        // Four times the pool's batch, as a pool thread takes under a
+        // backlog: the nodes a batch copies are shared by more updates.
+        group.throughput(Throughput::Elements(16_384));
+        group.bench_function(BenchmarkId::new("kinformer_batch16384", n), |b| {
+            b.iter(|| {
+                indexer.write(|w| {
+                    for _ in 0..16_384 {
+                        let i = rng.below(n);
+                        w.upsert(objs[i].0.clone(), Arc::clone(&next[i]));
+                    }
+                })
+            })
+        });
         group.throughput(Throughput::Elements(BATCH as u64));
         group.bench_function(BenchmarkId::new("kinformer_batch256_relabel", n), |b| {
             b.iter(|| {

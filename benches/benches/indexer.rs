@@ -80,8 +80,8 @@ fn updates(c: &mut Criterion) {
                 })
             })
         });
-        // Four times the pool's batch, as a pool thread takes under a
-        // backlog: the nodes a batch copies are shared by more updates.
+        // Four times the pool's batch, as a pool thread takes while a list
+        // streams in: the nodes a batch copies are shared by more updates.
         group.throughput(Throughput::Elements(16_384));
         group.bench_function(BenchmarkId::new("kinformer_batch16384", n), |b| {
             b.iter(|| {

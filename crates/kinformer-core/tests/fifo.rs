@@ -402,19 +402,3 @@ fn while_a_list_streams_batches_are_larger() {
     let batch = f.pop_batch(2).unwrap();
     assert_eq!(batch.len(), 2, "the plain batch once the list ended");
 }
-
-#[test]
-fn under_a_backlog_batches_are_larger() {
-    use kinformer_core::fifo::LIST_BATCH_FACTOR;
-    let (f, _) = fifo();
-    let n = 2 * LIST_BATCH_FACTOR + 3;
-    for i in 0..n {
-        f.add(cm(&format!("k{i}"), 1)).unwrap();
-    }
-    let batch = f.pop_batch(2).unwrap();
-    assert_eq!(batch.len(), 2 * LIST_BATCH_FACTOR, "a backlog's batch");
-    f.done(batch.iter().map(|p| (&p.key, p.is_in_initial_list)));
-    // Three keys left: less than a backlog.
-    let batch = f.pop_batch(2).unwrap();
-    assert_eq!(batch.len(), 2, "the plain batch");
-}

@@ -32,14 +32,11 @@ use crate::key::ObjectKey;
 pub const LIST_LINGER: Duration = Duration::from_millis(10);
 
 /// How many times the consumer's batch size [`DeltaFifo::pop_batch`] takes
-/// while a full list streams in, or while at least that many batches of
-/// keys wait (a backlog, as after a burst of changes). At a million objects
-/// a batch of 4096 touches ~2,600 of the 4,096 third-level nodes of every
-/// large trie (the cache and each big index value's set) once each, so
-/// every change copies a node; four times the batch shares most of those
-/// copies (1M metadata-only sync: ~8% faster in interleaved runs, session
-/// 5). A backlog's first key waits for the whole queue anyway, so the
-/// larger batch adds no lag that the queue did not.
+/// while a full list streams in. At a million objects a batch of 4096
+/// touches ~2,600 of the 4,096 third-level nodes of every large trie (the
+/// cache and each big index value's set) once each, so every change copies
+/// a node; four times the batch shares most of those copies (1M
+/// metadata-only sync: ~8% faster in interleaved runs, session 5).
 pub const LIST_BATCH_FACTOR: usize = 4;
 
 mod replace;
@@ -342,8 +339,7 @@ impl<K> DeltaFifo<K> {
     /// (a [`ReplaceSession`] is open), it takes up to [`LIST_BATCH_FACTOR`]
     /// times `max` and waits up to [`LIST_LINGER`] for the batch to fill: a
     /// list's items arrive a few hundred at a time, and applying them in
-    /// large batches shares the Indexer's node copies between them. Under a
-    /// backlog of at least that many keys it takes as many, without waiting.
+    /// large batches shares the Indexer's node copies between them.
     pub fn pop_batch(&self, max: usize) -> Option<Vec<Popped<K>>> {
         loop {
             if self.is_closed() {
@@ -355,13 +351,7 @@ impl<K> DeltaFifo<K> {
             };
             let mut keys = vec![first];
             let listing = self.open_lists.load(Ordering::Relaxed) > 0;
-            let large = max.max(1) * LIST_BATCH_FACTOR;
-            let backlog = self.line_rx.len() + 1 >= large;
-            let max = if listing || backlog {
-                large
-            } else {
-                max.max(1)
-            };
+            let max = max.max(1) * if listing { LIST_BATCH_FACTOR } else { 1 };
             while keys.len() < max {
                 match self.line_rx.try_recv() {
                     Ok(k) => keys.push(k),

@@ -69,30 +69,23 @@ fn updates(c: &mut Criterion) {
                 })
             })
         });
-        group.throughput(Throughput::Elements(4096));
-        group.bench_function(BenchmarkId::new("kinformer_batch4096", n), |b| {
-            b.iter(|| {
-                indexer.write(|w| {
-                    for _ in 0..4096 {
-                        let i = rng.below(n);
-                        w.upsert(objs[i].0.clone(), Arc::clone(&next[i]));
-                    }
+        // The pool's batch, and four times it as a pool thread takes while
+        // a list streams in: the nodes a batch copies are shared by more
+        // updates.
+        for size in [4096usize, 16_384] {
+            group.throughput(Throughput::Elements(size as u64));
+            let id = BenchmarkId::new(format!("kinformer_batch{size}"), n);
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    indexer.write(|w| {
+                        for _ in 0..size {
+                            let i = rng.below(n);
+                            w.upsert(objs[i].0.clone(), Arc::clone(&next[i]));
+                        }
+                    })
                 })
-            })
-        });
-        // Four times the pool's batch, as a pool thread takes while a list
-        // streams in: the nodes a batch copies are shared by more updates.
-        group.throughput(Throughput::Elements(16_384));
-        group.bench_function(BenchmarkId::new("kinformer_batch16384", n), |b| {
-            b.iter(|| {
-                indexer.write(|w| {
-                    for _ in 0..16_384 {
-                        let i = rng.below(n);
-                        w.upsert(objs[i].0.clone(), Arc::clone(&next[i]));
-                    }
-                })
-            })
-        });
+            });
+        }
         group.throughput(Throughput::Elements(BATCH as u64));
         group.bench_function(BenchmarkId::new("kinformer_batch256_relabel", n), |b| {
             b.iter(|| {

@@ -13,6 +13,10 @@
 //! letters of literals and exponents. Anything the scan does not expect
 //! (another shape, nesting deeper than [`MAX_DEPTH`]) is `None`, and the
 //! caller parses the document instead.
+//!
+//! Modules: `scanner` walks members, keys and short values a byte at a
+//! time; `block` skips arrays and objects 64 bytes at a time over the bit
+//! masks `classify` makes of each block.
 
 use std::ops::Range;
 

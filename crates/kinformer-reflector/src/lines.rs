@@ -30,7 +30,8 @@ pub struct Lines {
 
 impl Lines {
     /// Starts draining `body`; each [`next_line`](Self::next_line) waits at
-    /// most `idle` for more bytes.
+    /// most `idle` for more bytes (longer is an error). Must be called
+    /// within a tokio runtime (the reading task is spawned on it).
     pub fn new(body: Body, idle: Duration) -> Self {
         let (tx, chunks) = mpsc::channel(READ_AHEAD_CHUNKS);
         let reader = tokio::spawn(read_chunks(body, tx)).abort_handle();
@@ -69,7 +70,8 @@ impl Lines {
 }
 
 /// Cuts chunks of a body into lines. A line that lies within one chunk is
-/// a slice of it (no copy); only a line that spans chunks is copied
+/// a slice of it (no copy), so the chunk's memory lives until its last
+/// line is decoded and dropped; only a line that spans chunks is copied
 /// together.
 #[derive(Default)]
 struct Splitter {

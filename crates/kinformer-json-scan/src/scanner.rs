@@ -185,6 +185,12 @@ const QUOTE: u8 = 4;
 const OPEN: u8 = 5;
 const CLOSE: u8 = 6;
 
+/// Whether JSON allows `b` outside strings: punctuation, whitespace,
+/// brackets, quotes, and what numbers and the literals are made of.
+pub(crate) fn allowed_outside_strings(b: u8) -> bool {
+    CLASS[b as usize] != OTHER
+}
+
 /// The class of every byte, outside strings.
 static CLASS: [u8; 256] = {
     let mut t = [OTHER; 256];

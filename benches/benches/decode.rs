@@ -89,6 +89,26 @@ fn decode(c: &mut Criterion) {
     group.bench_function("kinformer_watch_line_typed_whole", |b| {
         b.iter(|| kinformer_reflector::event::decode_event::<Pod>(&line).expect("decode"))
     });
+    // The check that the parsed line does not nest too deep: over 64-byte
+    // blocks (what the decoder runs), and the way it ran until session 15,
+    // over the offsets of simd-json's structural characters (known after
+    // the parse, so not timed here).
+    group.bench_function("nesting_check_typed_line_blocks", |b| {
+        b.iter(|| {
+            let mut check = kinformer_json_scan::NestingCheck::new(kinformer_json_scan::MAX_DEPTH);
+            check.feed(&line);
+            check.exceeded()
+        })
+    });
+    let mut copy = line.clone();
+    let mut buffers = simd_json::Buffers::new(line.len());
+    simd_json::Deserializer::from_slice_with_buffers(&mut copy, &mut buffers).expect("parse");
+    let structural = buffers.structural_indexes().to_vec();
+    group.bench_function("nesting_check_typed_line_structural_indexes", |b| {
+        b.iter(|| {
+            depth_from_structural_indexes(&line, &structural) > kinformer_json_scan::MAX_DEPTH
+        })
+    });
     // The same line with `object` before `type`: the two-pass path (find
     // the object's bytes with `serde_json`, then decode them), which every
     // line took before 3b229b3.
@@ -115,6 +135,19 @@ fn serde_metadata_line(line: &[u8]) -> PartialObjectMeta<Pod> {
     }
     let l: Line<'_> = serde_json::from_slice(line).expect("line");
     from_slice_without_managed_fields(l.object.get().as_bytes()).expect("decode")
+}
+
+/// The deepest nesting of `bytes` from the offsets of its structural
+/// characters: the decoder's check until session 15, kept as the
+/// baseline of the block count.
+fn depth_from_structural_indexes(bytes: &[u8], structural: &[u32]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for &at in structural {
+        let b = bytes.get(at as usize).map_or(0, |b| b | 0x20);
+        depth = (depth + usize::from(b == b'{')).saturating_sub(usize::from(b == b'}'));
+        deepest = deepest.max(depth);
+    }
+    deepest
 }
 
 criterion_group!(benches, decode);

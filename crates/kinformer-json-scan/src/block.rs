@@ -33,7 +33,7 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
         let block = match json.get(start..start + BLOCK).map(<&[u8; BLOCK]>::try_from) {
             Some(Ok(block)) => block,
             _ => {
-                padded = last_block(json, start);
+                padded = padded_block(json, start);
                 &padded
             }
         };
@@ -102,7 +102,7 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
 
 /// The bytes from `start` to the end, padded with spaces to a block (a
 /// space is allowed anywhere outside strings and ends nothing).
-fn last_block(json: &[u8], start: usize) -> [u8; BLOCK] {
+pub(crate) fn padded_block(json: &[u8], start: usize) -> [u8; BLOCK] {
     let mut block = [b' '; BLOCK];
     let rest = json.get(start..).unwrap_or_default();
     let n = rest.len().min(BLOCK);
@@ -115,7 +115,7 @@ fn last_block(json: &[u8], start: usize) -> [u8; BLOCK] {
 /// before; and whether the next block's first byte is. Backslashes are
 /// rare in Kubernetes objects (`managedFields` keys of list items), so
 /// they are visited one by one.
-fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
+pub(crate) fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
     let mut escaped = u64::from(first_escaped);
     let mut rest = backslash;
     let mut carry = false;
@@ -137,7 +137,7 @@ fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
 
 /// Bit `i` of the result is the XOR of bits `0..=i` of `x`: set between
 /// an opening quote (included) and its closing one (excluded).
-fn prefix_xor(mut x: u64) -> u64 {
+pub(crate) fn prefix_xor(mut x: u64) -> u64 {
     let mut shift = 1;
     while shift < BLOCK {
         x ^= x << shift;

@@ -16,13 +16,17 @@
 //!
 //! Modules: `scanner` walks members, keys and short values a byte at a
 //! time; `block` skips arrays and objects 64 bytes at a time over the bit
-//! masks `classify` makes of each block.
+//! masks `classify` makes of each block; `depth` checks, over the same
+//! masks, that a document does not nest too deep ([`NestingCheck`]).
 
 use std::ops::Range;
 
 mod block;
 mod classify;
+mod depth;
 mod scanner;
+
+pub use depth::NestingCheck;
 
 use scanner::Scanner;
 

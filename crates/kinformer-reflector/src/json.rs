@@ -116,7 +116,7 @@ where
     input.extend_from_slice(bytes.get(cut.end..).unwrap_or_default());
     let len = input.len();
     let mut de = simd_json::Deserializer::from_slice_with_buffers(input, buffers)?;
-    if nesting_depth(bytes, &cut, buffers.structural_indexes()) > MAX_DEPTH {
+    if nests_too_deep(bytes, &cut) {
         return Err(JsonError::TooDeep);
     }
     // The decoded object's parts go into chunks of their own when the
@@ -124,25 +124,15 @@ where
     Ok(kinformer_alloc::with_object_arena(len, || f(&mut de))?)
 }
 
-/// The deepest nesting of the document parsed: `bytes` without `cut`, from
-/// the offsets of its structural characters (brackets inside strings are
-/// not structural). The parse rewrites strings in place, so the brackets
-/// are read from `bytes`.
-fn nesting_depth(bytes: &[u8], cut: &Range<usize>, structural: &[u32]) -> usize {
-    // Offsets from the cut's start on are offsets in `bytes` past its end.
-    let split = structural.partition_point(|&at| (at as usize) < cut.start);
-    let (before, after) = structural.split_at(split);
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let mut step = |at: usize| {
-        // `{` and `[` differ in one bit (0x20), as do `}` and `]`: no
-        // branch per structural character.
-        let b = bytes.get(at).map_or(0, |b| b | 0x20);
-        depth = (depth + usize::from(b == b'{')).saturating_sub(usize::from(b == b'}'));
-        deepest = deepest.max(depth);
-    };
-    before.iter().for_each(|&at| step(at as usize));
-    after.iter().for_each(|&at| step(at as usize + cut.len()));
-    deepest
+/// Whether the document parsed, `bytes` without `cut`, nests deeper than
+/// [`MAX_DEPTH`]. The parse rewrites strings in place, so the brackets are
+/// counted in `bytes`; the cut is a whole member, so both pieces end
+/// outside strings.
+fn nests_too_deep(bytes: &[u8], cut: &Range<usize>) -> bool {
+    let mut check = kinformer_json_scan::NestingCheck::new(MAX_DEPTH);
+    check.feed(bytes.get(..cut.start).unwrap_or(bytes));
+    check.feed(bytes.get(cut.end..).unwrap_or_default());
+    check.exceeded()
 }
 
 #[cfg(test)]

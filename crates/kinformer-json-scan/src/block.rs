@@ -23,28 +23,13 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
     // One bit per open container: 1 for an object, 0 for an array.
     let mut kinds: u128 = 0;
     let mut open = 0usize;
-    // All ones while a string runs on from the block before.
-    let mut in_string = 0u64;
-    // Whether the block's first byte is escaped by the block before.
-    let mut escape_carry = false;
+    let mut strings = Strings::default();
     let mut start = at;
+    // Only the last block is padded: filled once.
+    let mut padded = [b' '; BLOCK];
     while start < json.len() {
-        let padded;
-        let block = match json.get(start..start + BLOCK).map(<&[u8; BLOCK]>::try_from) {
-            Some(Ok(block)) => block,
-            _ => {
-                padded = padded_block(json, start);
-                &padded
-            }
-        };
-        let masks = Masks::of(block);
-        let (escaped, carry) = escaped(masks.backslash, escape_carry);
-        escape_carry = carry;
-        let quotes = masks.quote & !escaped;
-        // Set from an opening quote up to (not including) its closing one.
-        let inside = prefix_xor(quotes) ^ in_string;
-        in_string = 0u64.wrapping_sub(inside >> (BLOCK - 1));
-        let outside = !(inside | quotes);
+        let block = block_at(json, start, &mut padded);
+        let (masks, outside) = strings.classify(block);
         // Outside strings, `managedFields` holds only brackets, quotes,
         // colons and commas: the full check runs only on blocks that hold
         // anything else.
@@ -100,14 +85,47 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
     None
 }
 
-/// The bytes from `start` to the end, padded with spaces to a block (a
-/// space is allowed anywhere outside strings and ends nothing).
-pub(crate) fn padded_block(json: &[u8], start: usize) -> [u8; BLOCK] {
-    let mut block = [b' '; BLOCK];
-    let rest = json.get(start..).unwrap_or_default();
-    let n = rest.len().min(BLOCK);
-    block[..n].copy_from_slice(&rest[..n]);
-    block
+/// The 64 bytes of `json` from `start` on; near the end, the bytes left
+/// copied into `padded` (a block of spaces: a space is allowed anywhere
+/// outside strings and ends nothing).
+pub(crate) fn block_at<'a>(
+    json: &'a [u8],
+    start: usize,
+    padded: &'a mut [u8; BLOCK],
+) -> &'a [u8; BLOCK] {
+    match json.get(start..start + BLOCK).map(<&[u8; BLOCK]>::try_from) {
+        Some(Ok(block)) => block,
+        _ => {
+            let rest = json.get(start..).unwrap_or_default();
+            let n = rest.len().min(BLOCK);
+            padded[..n].copy_from_slice(&rest[..n]);
+            padded
+        }
+    }
+}
+
+/// Where strings run, carried from one block to the next.
+#[derive(Debug, Default)]
+pub(crate) struct Strings {
+    /// All ones while a string runs on from the block before.
+    in_string: u64,
+    /// Whether the block's first byte is escaped by the block before.
+    escape_carry: bool,
+}
+
+impl Strings {
+    /// The masks of the next block, and which of its bytes lie outside
+    /// strings (quotes excluded).
+    pub(crate) fn classify(&mut self, block: &[u8; BLOCK]) -> (Masks, u64) {
+        let masks = Masks::of(block);
+        let (escaped, carry) = escaped(masks.backslash, self.escape_carry);
+        self.escape_carry = carry;
+        let quotes = masks.quote & !escaped;
+        // Set from an opening quote up to (not including) its closing one.
+        let inside = prefix_xor(quotes) ^ self.in_string;
+        self.in_string = 0u64.wrapping_sub(inside >> (BLOCK - 1));
+        (masks, !(inside | quotes))
+    }
 }
 
 /// Which bytes follow an odd run of backslashes (are escaped), given the
@@ -115,7 +133,7 @@ pub(crate) fn padded_block(json: &[u8], start: usize) -> [u8; BLOCK] {
 /// before; and whether the next block's first byte is. Backslashes are
 /// rare in Kubernetes objects (`managedFields` keys of list items), so
 /// they are visited one by one.
-pub(crate) fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
+fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
     let mut escaped = u64::from(first_escaped);
     let mut rest = backslash;
     let mut carry = false;
@@ -137,7 +155,7 @@ pub(crate) fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
 
 /// Bit `i` of the result is the XOR of bits `0..=i` of `x`: set between
 /// an opening quote (included) and its closing one (excluded).
-pub(crate) fn prefix_xor(mut x: u64) -> u64 {
+fn prefix_xor(mut x: u64) -> u64 {
     let mut shift = 1;
     while shift < BLOCK {
         x ^= x << shift;
@@ -157,34 +175,22 @@ mod tests {
     /// strings with escapes and brackets in them, arrays, numbers and
     /// literals, with spaces here and there.
     fn value() -> impl Strategy<Value = String> {
-        let piece = prop::sample::select(vec![
-            "a",
-            "f:spec",
-            "\\\"",
-            "\\\\",
-            "]",
-            "{",
-            " ",
-            "k:{\\\"name\\\":\\\"x\\\"}",
-        ]);
-        let string = prop::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat()));
-        let leaf = prop_oneof![
-            Just("null".to_owned()),
-            Just("true".to_owned()),
-            Just("-1.5e3".to_owned()),
-            Just("{}".to_owned()),
-            string.clone(),
-        ];
-        leaf.prop_recursive(8, 96, 8, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..8)
-                    .prop_map(|v| format!("[{}]", v.join(","))),
-                prop::collection::vec((string.clone(), inner), 0..8).prop_map(|m| {
-                    let members: Vec<String> = m.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-                    format!("{{{}}}", members.join(" ,"))
-                }),
-            ]
-        })
+        crate::testing::json_value(
+            vec![
+                "a",
+                "f:spec",
+                "\\\"",
+                "\\\\",
+                "]",
+                "{",
+                " ",
+                "k:{\\\"name\\\":\\\"x\\\"}",
+            ],
+            vec!["null", "true", "-1.5e3", "{}"],
+            8,
+            96,
+            8,
+        )
     }
 
     proptest! {

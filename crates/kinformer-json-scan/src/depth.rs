@@ -7,8 +7,8 @@
 //! opening brackets and subtracts its closing ones; only a block that
 //! could cross the limit is walked bracket by bracket.
 
-use crate::block::{escaped, padded_block, prefix_xor};
-use crate::classify::{BLOCK, Masks};
+use crate::block::{Strings, block_at};
+use crate::classify::BLOCK;
 
 /// Whether the arrays and objects of a JSON text nest deeper than a limit,
 /// for text fed in pieces (say, a document with a member cut out).
@@ -45,25 +45,12 @@ impl NestingCheck {
 
     /// Counts the brackets of `json`, the next piece of the text.
     pub fn feed(&mut self, json: &[u8]) {
-        let mut in_string = 0u64;
-        let mut escape_carry = false;
+        let mut strings = Strings::default();
         let mut start = 0;
+        // Only the last block is padded: filled once.
+        let mut padded = [b' '; BLOCK];
         while start < json.len() && !self.exceeded {
-            let padded;
-            let block = match json.get(start..start + BLOCK).map(<&[u8; BLOCK]>::try_from) {
-                Some(Ok(block)) => block,
-                _ => {
-                    padded = padded_block(json, start);
-                    &padded
-                }
-            };
-            let masks = Masks::of(block);
-            let (escaped, carry) = escaped(masks.backslash, escape_carry);
-            escape_carry = carry;
-            let quotes = masks.quote & !escaped;
-            let inside = prefix_xor(quotes) ^ in_string;
-            in_string = 0u64.wrapping_sub(inside >> (BLOCK - 1));
-            let outside = !(inside | quotes);
+            let (masks, outside) = strings.classify(block_at(json, start, &mut padded));
             let opens = masks.open & outside;
             let closes = masks.close & outside;
             if self.depth + opens.count_ones() as usize <= self.limit {
@@ -133,21 +120,16 @@ mod tests {
         deepest
     }
 
-    /// JSON values with strings full of brackets, quotes and backslashes.
+    /// JSON values up to 40 deep, with strings full of brackets, quotes
+    /// and backslashes.
     fn value() -> impl Strategy<Value = String> {
-        let piece = prop::sample::select(vec!["a", "\\\"", "\\\\", "]", "{", "[", " ", "\\\\\\\""]);
-        let string = prop::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat()));
-        let leaf = prop_oneof![Just("1".to_owned()), Just("[]".to_owned()), string.clone()];
-        leaf.prop_recursive(40, 200, 4, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4)
-                    .prop_map(|v| format!("[{}]", v.join(","))),
-                prop::collection::vec((string.clone(), inner), 0..4).prop_map(|m| {
-                    let members: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-                    format!("{{{}}}", members.join(","))
-                }),
-            ]
-        })
+        crate::testing::json_value(
+            vec!["a", "\\\"", "\\\\", "]", "{", "[", " ", "\\\\\\\""],
+            vec!["1", "[]"],
+            40,
+            200,
+            4,
+        )
     }
 
     proptest! {

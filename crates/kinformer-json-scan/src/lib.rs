@@ -25,6 +25,8 @@ mod block;
 mod classify;
 mod depth;
 mod scanner;
+#[cfg(test)]
+mod testing;
 
 pub use depth::NestingCheck;
 

@@ -88,6 +88,7 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
 /// The 64 bytes of `json` from `start` on; near the end, the bytes left
 /// copied into `padded` (a block of spaces: a space is allowed anywhere
 /// outside strings and ends nothing).
+#[inline(always)]
 pub(crate) fn block_at<'a>(
     json: &'a [u8],
     start: usize,
@@ -116,6 +117,7 @@ pub(crate) struct Strings {
 impl Strings {
     /// The masks of the next block, and which of its bytes lie outside
     /// strings (quotes excluded).
+    #[inline(always)]
     pub(crate) fn classify(&mut self, block: &[u8; BLOCK]) -> (Masks, u64) {
         let masks = Masks::of(block);
         let (escaped, carry) = escaped(masks.backslash, self.escape_carry);

@@ -330,6 +330,54 @@ mod tests {
 
     use super::*;
 
+    /// The decode jobs apply the informer's transform (and only when it has
+    /// one) to watch lines (`type` first, and `object` first: the two-pass
+    /// path) and to LIST items, and refuse a nameless object on each path.
+    #[tokio::test]
+    async fn objects_reach_the_queue_transformed_only_when_it_has_a_transform() {
+        let mark: kinformer_core::Transform<ConfigMap> = Arc::new(|mut o: ConfigMap| {
+            o.data = Some([("t".to_string(), "y".to_string())].into());
+            o
+        });
+        let object = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"n","resourceVersion":"3"}}"#;
+        let nameless = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"namespace":"n"}}"#;
+        for (transform, want) in [(None, None), (Some(mark), Some("y"))] {
+            let fifo = Arc::new(DeltaFifo::new(Indexer::new(Vec::new()), transform));
+            let decoder = Decoder::<ConfigMap>::new(fifo, None);
+            let lines = vec![
+                Bytes::from(format!(r#"{{"type":"ADDED","object":{object}}}"#)),
+                Bytes::from(format!(r#"{{"object":{object},"type":"MODIFIED"}}"#)),
+                Bytes::from(format!(r#"{{"type":"ADDED","object":{nameless}}}"#)),
+            ];
+            let decoded = decoder.lines(lines).wait().await.unwrap();
+            let mut objects = Vec::new();
+            for d in &decoded[..2] {
+                let d = d.as_ref().unwrap();
+                assert_eq!(d.resource_version.as_deref(), Some("3"));
+                match &d.event {
+                    WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                        objects.push((p.key().to_string(), Arc::clone(p.object())));
+                    }
+                    _ => panic!("an object event"),
+                }
+            }
+            assert!(matches!(
+                decoded[2],
+                Err(ReflectorError::MissingName { .. })
+            ));
+            let items = vec![Bytes::from(object), Bytes::from(nameless)];
+            let items = decoder.items(items).wait().await.unwrap();
+            let item = items[0].as_ref().unwrap();
+            objects.push((item.key().to_string(), Arc::clone(item.object())));
+            assert!(matches!(items[1], Err(ReflectorError::MissingName { .. })));
+            for (key, object) in objects {
+                assert_eq!(key, "n/a");
+                let data = object.data.as_ref();
+                assert_eq!(data.map(|d| d["t"].as_str()), want);
+            }
+        }
+    }
+
     #[tokio::test]
     async fn lines_decoded_on_their_keys_threads_come_back_in_arrival_order() {
         let fifo = Arc::new(DeltaFifo::new(Indexer::new(Default::default()), None));

@@ -408,9 +408,9 @@ where
             None
         }
     };
-    // Only what the readers look up: collecting every key of a million
-    // objects here took a core for seconds and ~150 MB just before the clock
-    // starts.
+    // Only what the readers look up: collecting every key and version of a
+    // million objects here took CPU and some 70-100 MB just before the
+    // clock starts.
     let keys = match args.readers {
         0 => Vec::new(),
         _ => caches[0].keys(100_000),

@@ -332,7 +332,8 @@ mod tests {
 
     /// The decode jobs apply the informer's transform (and only when it has
     /// one) to watch lines (`type` first, and `object` first: the two-pass
-    /// path) and to LIST items, and refuse a nameless object on each path.
+    /// path) and to LIST items, and refuse a nameless object in a line and
+    /// in an item.
     #[tokio::test]
     async fn objects_reach_the_queue_transformed_only_when_it_has_a_transform() {
         let mark: kinformer_core::Transform<ConfigMap> = Arc::new(|mut o: ConfigMap| {

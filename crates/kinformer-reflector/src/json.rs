@@ -11,9 +11,10 @@
 //! simd-json parses in place, so the bytes are first copied into a buffer
 //! kept per thread (with simd-json's own buffers); when `managedFields` is
 //! skipped, the copy leaves it out (see [`crate::managed_fields`]). Its
-//! parser has no nesting limit, so the nesting depth is checked from the
-//! structural positions it found, before anything is deserialized: deeper
-//! than [`MAX_DEPTH`] is an error, as with `serde_json`.
+//! parser has no nesting limit, so before anything is deserialized the
+//! brackets of the parsed bytes are counted 64 bytes at a time
+//! ([`kinformer_json_scan::NestingCheck`]): deeper than [`MAX_DEPTH`] is an
+//! error, as with `serde_json`.
 
 use std::cell::RefCell;
 use std::ops::Range;

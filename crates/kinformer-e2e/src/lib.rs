@@ -198,6 +198,8 @@ pub struct WatchOutcome {
     pub status: u16,
     /// The events (or, for a non-200 answer, the one `Status` body).
     pub events: Vec<Value>,
+    /// The same, as the bytes the server sent (without the newline).
+    pub lines: Vec<Bytes>,
     /// Whether the server ended the stream (rather than the reader stopping).
     pub ended: bool,
 }
@@ -220,6 +222,7 @@ pub async fn watch(
     let mut body = resp.into_body().into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
     let mut events = Vec::new();
+    let mut lines = Vec::new();
     loop {
         while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=nl).collect();
@@ -232,10 +235,12 @@ pub async fn watch(
             })?;
             let done = stop(&v);
             events.push(v);
+            lines.push(Bytes::copy_from_slice(line));
             if done {
                 return Ok(WatchOutcome {
                     status,
                     events,
+                    lines,
                     ended: false,
                 });
             }
@@ -245,6 +250,7 @@ pub async fn watch(
                 return Ok(WatchOutcome {
                     status,
                     events,
+                    lines,
                     ended: false,
                 });
             }
@@ -256,10 +262,12 @@ pub async fn watch(
                             String::from_utf8_lossy(&buf)
                         )
                     })?);
+                    lines.push(Bytes::copy_from_slice(&buf));
                 }
                 return Ok(WatchOutcome {
                     status,
                     events,
+                    lines,
                     ended: true,
                 });
             }

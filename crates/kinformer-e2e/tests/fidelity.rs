@@ -311,6 +311,69 @@ fn shape(v: &Value) -> Value {
     })
 }
 
+/// The order of the members in `bytes` as sent: their names, with the members of a `metadata`,
+/// `object` or `items` member nested (`{"metadata": [..]}`); an array gives the orders of its
+/// elements. `managedFields` is left out (the sim does no field management: docs/testing.md).
+fn order(bytes: &[u8]) -> Value {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    struct Order(Value);
+    struct OrderVisitor;
+    impl<'de> Deserialize<'de> for Order {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(OrderVisitor)
+        }
+    }
+    impl<'de> Visitor<'de> for OrderVisitor {
+        type Value = Order;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Order, A::Error> {
+            let mut names = Vec::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if ["metadata", "object", "items"].contains(&name.as_str()) {
+                    let Order(inner) = map.next_value()?;
+                    names.push(json!({ name: inner }));
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                    if name != "managedFields" {
+                        names.push(json!(name));
+                    }
+                }
+            }
+            Ok(Order(Value::Array(names)))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Order, A::Error> {
+            let mut elements = Vec::new();
+            while let Some(Order(e)) = seq.next_element()? {
+                elements.push(e);
+            }
+            Ok(Order(Value::Array(elements)))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+        fn visit_unit<E>(self) -> Result<Order, E> {
+            Ok(Order(Value::Null))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    Order::deserialize(&mut de).map_or_else(|e| json!(format!("not JSON: {e}")), |o| o.0)
+}
+
 /// A list page's shape: envelope, continue/remaining and the items' names (and shapes).
 fn list_shape(r: &RawResponse) -> Value {
     if r.status != 200 {
@@ -773,6 +836,59 @@ fidelity!(
             "list": list_shape(&list),
             "get-b": shape(&get_b),
             "watch": {"http": w.status, "events": w.events.iter().map(event).collect::<Vec<_>>()},
+        })
+    }
+);
+
+fidelity!(
+    /// The order of members as sent, which clients that scan the bytes before parsing rely on:
+    /// an object's top level and `metadata` in GET, LIST (and the list's own, with `continue`
+    /// and `remainingItemCount`), a watch line and the metadata-only forms, and the streaming
+    /// list's bookmark.
+    member_order,
+    |s| {
+        let cms = s.path("configmaps");
+        for name in ["o1", "o2"] {
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "labels": {"b": "2", "a": "1"}, "annotations": {"n": "v"}},
+                "data": {"k": "v"}});
+            s.req("POST", &cms, Some(&body)).await;
+        }
+        let get = s.req("GET", &format!("{cms}/o1"), None).await;
+        let page = s.req("GET", &format!("{cms}?limit=1"), None).await;
+        let meta_get = s.req_accept("GET", &format!("{cms}/o1"), META_ACCEPT).await;
+        let meta_list = s.req_accept("GET", &cms, META_LIST_ACCEPT).await;
+        let from_zero = format!("{cms}?watch=true&resourceVersion=0");
+        let watch_lines = |accept| {
+            watch(
+                &s.client,
+                &from_zero,
+                accept,
+                Duration::from_secs(3),
+                |e| e["object"]["metadata"]["name"] == "o2",
+            )
+        };
+        let w = watch_lines(None).await.unwrap();
+        let meta_w = watch_lines(Some(META_ACCEPT)).await.unwrap();
+        let bookmark = if watch_list_enabled() {
+            let q = "watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+            let w = watch(&s.client, &format!("{cms}?{q}"), None, Duration::from_secs(10), |e| {
+                e["type"] == "BOOKMARK"
+            })
+            .await
+            .unwrap();
+            w.lines.last().map_or(Value::Null, |l| order(l))
+        } else {
+            json!("skipped: WatchList is off")
+        };
+        json!({
+            "get": order(&get.body),
+            "list-page": order(&page.body),
+            "metadata-get": order(&meta_get.body),
+            "metadata-list": order(&meta_list.body),
+            "watch": w.lines.iter().map(|l| order(l)).collect::<Vec<_>>(),
+            "metadata-watch": meta_w.lines.iter().map(|l| order(l)).collect::<Vec<_>>(),
+            "bookmark": bookmark,
         })
     }
 );

@@ -9,6 +9,7 @@
 //! - [`server`]: builder, serving, handles, background start, fault driver;
 //! - [`store`], [`history`], [`object`]: objects as pre-encoded bytes, the event ring, one RV counter;
 //! - [`restamp`], [`json_scan`]: new versions and metadata cut from the stored bytes, unparsed;
+//! - [`encode`]: objects written with their members in the apiserver's order;
 //! - [`routes`], [`params`], [`list`], [`watch`], [`metadata`], [`discovery`]: the API surface;
 //! - [`selector`]: label and field selectors; [`status`]: `Status` errors;
 //! - [`faults`], [`stats`], [`admin`]: faults, counters and the `/__sim/` admin API;
@@ -29,6 +30,7 @@
 pub mod admin;
 pub mod churn;
 pub mod discovery;
+pub mod encode;
 pub mod faults;
 pub mod history;
 pub mod json_scan;

@@ -251,7 +251,7 @@ fn envelope_head(def: &ResourceDef, page: &Page, repr: Representation) -> Vec<u8
         md.insert("remainingItemCount".into(), r.into());
     }
     let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": md});
-    let mut out = serde_json::to_vec(&head).unwrap_or_else(|_| b"{}".to_vec());
+    let mut out = crate::encode::to_vec(&head).unwrap_or_else(|_| b"{}".to_vec());
     out.pop(); // drop the closing brace
     out.extend_from_slice(br#","items":["#);
     out

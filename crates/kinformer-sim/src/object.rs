@@ -80,7 +80,9 @@ pub fn with_resource_version(obj: &[u8], rv: u64) -> Option<Bytes> {
     with_metadata(&mut m, |md| {
         md.insert("resourceVersion".into(), Value::String(rv.to_string()))
     });
-    serde_json::to_vec(&m).ok().map(Bytes::from)
+    let mut out = Vec::new();
+    crate::encode::write(&mut out, &m).ok()?;
+    Some(Bytes::from(out))
 }
 
 /// Whether the encoded object `old` has a different `spec` than `new` (compared as compact JSON,

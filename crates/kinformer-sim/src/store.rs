@@ -710,7 +710,7 @@ impl Store {
         let mut buf = std::mem::take(&mut inner.scratch);
         buf.clear();
         buf.extend_from_slice(prefix);
-        let encoded = serde_json::to_writer(&mut buf, &obj);
+        let encoded = crate::encode::write(&mut buf, &obj);
         let end = buf.len();
         buf.extend_from_slice(LINE_SUFFIX);
         // Copy into an exactly-sized buffer: objects live long, the scratch's slack must not.

@@ -149,9 +149,10 @@ impl PodTemplate {
             set_annotation(&mut obj, COMMIT_ANNOTATION, marker(commit_at));
         }
         let labels = ObjMeta::from_value(&Value::Object(obj.clone())).labels;
-        let Ok(encoded) = serde_json::to_vec(&obj) else {
+        let mut encoded = Vec::new();
+        if crate::encode::write(&mut encoded, &obj).is_err() {
             return Self::empty();
-        };
+        }
         // Find every marker, in byte order.
         let mut cuts: Vec<(usize, usize, Slot)> = Vec::new();
         for k in 0..=commit_at {

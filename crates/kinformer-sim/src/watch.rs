@@ -68,9 +68,10 @@ pub fn bookmark_line(def: &ResourceDef, repr: Representation, rv: u64, initial_e
     if initial_end {
         md["annotations"] = serde_json::json!({"k8s.io/initial-events-end": "true"});
     }
-    let ev = serde_json::json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": md}});
-    let mut out = serde_json::to_vec(&ev).unwrap_or_default();
-    out.push(b'\n');
+    let object = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": md});
+    let mut out = br#"{"type":"BOOKMARK","object":"#.to_vec();
+    out.extend_from_slice(&crate::encode::to_vec(&object).unwrap_or_else(|_| b"{}".to_vec()));
+    out.extend_from_slice(b"}\n");
     Bytes::from(out)
 }
 

@@ -2,6 +2,7 @@
 //! figures are this process's alone.
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -16,29 +17,42 @@ pub struct SimProcess {
     pub url: String,
 }
 
+/// A simulator binary to run instead of building the workspace's (to
+/// compare two simulators under one harness).
+const SIM_BINARY_ENV: &str = "KINFORMER_SIM_BINARY";
+
+/// Builds the workspace's simulator (release) and returns its path.
+fn build() -> anyhow::Result<PathBuf> {
+    let root = crate::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "kinformer-sim",
+            "--bin",
+            "kinformer-sim",
+        ])
+        .status()
+        .context("building kinformer-sim")?;
+    if !status.success() {
+        bail!("building kinformer-sim failed: {status}");
+    }
+    Ok(root.join("target/release/kinformer-sim"))
+}
+
 impl SimProcess {
     /// Builds (if needed) and starts the simulator filled with `--objects`
-    /// Pods; returns once it listens.
+    /// Pods; returns once it listens. With `KINFORMER_SIM_BINARY` set, runs
+    /// that binary instead of building one.
     pub fn start(args: &LoadtestArgs) -> anyhow::Result<Self> {
-        let root = crate::workspace_root();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "-p",
-                "kinformer-sim",
-                "--bin",
-                "kinformer-sim",
-            ])
-            .status()
-            .context("building kinformer-sim")?;
-        if !status.success() {
-            bail!("building kinformer-sim failed: {status}");
-        }
-        let bin = root.join("target/release/kinformer-sim");
+        let bin = match std::env::var_os(SIM_BINARY_ENV) {
+            Some(bin) => PathBuf::from(bin),
+            None => build()?,
+        };
         let mut child = Command::new(&bin)
             .args(["--listen", "127.0.0.1:0", "--kind", "pods"])
             .args(["--objects", &args.objects.to_string()])

@@ -266,6 +266,28 @@ where
         }
     }
 
+    /// The events decoded next, in order, as a batch (never empty): those
+    /// already decoded, or else the next batch back from the decoders.
+    /// `Ok(None)` and `Err` as [`next`](Self::next).
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Decoded<K>>>, ReflectorError> {
+        if !self.ready.is_empty() {
+            return Ok(Some(self.ready.drain(..).collect()));
+        }
+        loop {
+            self.read_ahead().await;
+            let Some(batch) = self.in_flight.pop_front() else {
+                return match self.end.take() {
+                    Some(Err(e)) => Err(e),
+                    Some(Ok(())) | None => Ok(None),
+                };
+            };
+            let decoded = batch.wait().await?;
+            if !decoded.is_empty() {
+                return Ok(Some(decoded));
+            }
+        }
+    }
+
     /// Forms batches of lines and hands them to the decoders. Waits for
     /// the network only when nothing else is pending; when lines stop
     /// arriving while batches are being decoded, the partial batch keeps
@@ -375,6 +397,51 @@ mod tests {
                 assert_eq!(key, "n/a");
                 let data = object.data.as_ref();
                 assert_eq!(data.map(|d| d["t"].as_str()), want);
+            }
+        }
+    }
+
+    /// `next_batch` hands back every event once, in arrival order, in
+    /// non-empty batches, then the body's end; a body cut off mid-line ends
+    /// in an error after the events before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_of_a_watch_body_come_in_order_then_its_end() {
+        let line = |i: usize| {
+            format!(
+                r#"{{"type":"MODIFIED","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"cm-{}","namespace":"ns","resourceVersion":"{i}"}}}}}}"#,
+                i % 41
+            )
+        };
+        for cut_off in [false, true] {
+            let mut body: String = (0..700).map(|i| line(i) + "\n").collect();
+            if cut_off {
+                body.push_str(r#"{"type":"MODIFIED","obj"#);
+            }
+            let lines = Lines::new(
+                kube::client::Body::from(body.into_bytes()),
+                std::time::Duration::from_secs(5),
+            );
+            let fifo = Arc::new(DeltaFifo::new(Indexer::new(Vec::new()), None));
+            let pool = DecodePool::new(2, "t").unwrap();
+            let mut events = EventStream::new(lines, Decoder::<ConfigMap>::new(fifo, Some(pool)));
+            let mut rvs = Vec::new();
+            let end = loop {
+                match events.next_batch().await {
+                    Ok(Some(batch)) => {
+                        assert!(!batch.is_empty());
+                        for d in batch {
+                            rvs.push(d.unwrap().resource_version.unwrap());
+                        }
+                    }
+                    other => break other,
+                }
+            };
+            let want: Vec<String> = (0..700).map(|i| i.to_string()).collect();
+            assert_eq!(rvs, want);
+            if cut_off {
+                assert!(matches!(end, Err(ReflectorError::TruncatedEvent)), "{end:?}");
+            } else {
+                assert!(matches!(end, Ok(None)), "{end:?}");
             }
         }
     }

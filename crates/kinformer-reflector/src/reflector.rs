@@ -226,8 +226,10 @@ where
 
     pub(crate) fn set_rv(&self, st: &mut State, rv: &str) {
         if !rv.is_empty() && rv != st.last_rv {
-            st.last_rv = rv.to_string();
-            *self.counters().last_rv.lock() = st.last_rv.clone();
+            // Once per event while watching: both copies reuse their buffers.
+            st.last_rv.clear();
+            st.last_rv.push_str(rv);
+            self.counters().last_rv.lock().clone_from(&st.last_rv);
         }
     }
 
@@ -337,9 +339,22 @@ where
         self.report(e);
     }
 
-    /// Queues one watched change; `Err(Stop)` when the queue is closed.
-    fn push(&self, what: Observed, p: Prepared<K>) -> Result<(), Stop> {
-        self.apply(self.fifo.push_observed([(what, p)]))
+    /// Queues watched changes in order, under one lock of the queue, then
+    /// records `rv` (the last of their batch, a bookmark's included) as
+    /// synced; `Err(Stop)` when the queue is closed.
+    fn push_run(
+        &self,
+        st: &mut State,
+        run: &mut Vec<(Observed, Prepared<K>)>,
+        rv: &mut Option<String>,
+    ) -> Result<(), Stop> {
+        if !run.is_empty() {
+            self.apply(self.fifo.push_observed(run.drain(..)))?;
+        }
+        if let Some(rv) = rv.take() {
+            self.set_rv(st, &rv);
+        }
+        Ok(())
     }
 
     async fn handle_watch(
@@ -350,9 +365,13 @@ where
         token: &CancellationToken,
     ) -> Result<WatchEnd, Stop> {
         let mut count = 0u64;
+        // The changes of one decoded batch, queued together: one lock of
+        // the queue per batch rather than per event.
+        let mut run = Vec::new();
+        let mut rv = None;
         loop {
-            let item = match or_stop(token, events.next()).await? {
-                Ok(Some(item)) => item,
+            let batch = match or_stop(token, events.next_batch()).await? {
+                Ok(Some(batch)) => batch,
                 Ok(None) => {
                     let lasted = started.elapsed();
                     if count == 0 && lasted < self.config.short_watch {
@@ -371,39 +390,44 @@ where
                     return Ok(WatchEnd::Rewatch);
                 }
             };
-            let DecodedEvent {
-                event,
-                resource_version: rv,
-            } = match item {
-                Ok(ev) => ev,
-                Err(e @ ReflectorError::MalformedEvent(_)) => {
-                    self.report(&e);
-                    return Ok(WatchEnd::Relist);
-                }
-                Err(e) => {
-                    self.skip(&e);
-                    continue;
-                }
-            };
-            match event {
-                WatchEvent::Added(p) => self.push(Observed::Added, p)?,
-                WatchEvent::Modified(p) => self.push(Observed::Updated, p)?,
-                WatchEvent::Deleted(p) => self.push(Observed::Deleted, p)?,
-                WatchEvent::Bookmark { .. } => bump(&self.counters().bookmarks),
-                WatchEvent::Error(e) => {
-                    self.report(&e);
-                    if e.is_too_many_requests() {
-                        self.sleep_backoff(st, token, None).await?;
-                        return Ok(WatchEnd::Rewatch);
+            for item in batch {
+                let DecodedEvent {
+                    event,
+                    resource_version,
+                } = match item {
+                    Ok(ev) => ev,
+                    Err(e @ ReflectorError::MalformedEvent(_)) => {
+                        self.push_run(st, &mut run, &mut rv)?;
+                        self.report(&e);
+                        return Ok(WatchEnd::Relist);
                     }
-                    return Ok(WatchEnd::Relist);
+                    Err(e) => {
+                        self.skip(&e);
+                        continue;
+                    }
+                };
+                match event {
+                    WatchEvent::Added(p) => run.push((Observed::Added, p)),
+                    WatchEvent::Modified(p) => run.push((Observed::Updated, p)),
+                    WatchEvent::Deleted(p) => run.push((Observed::Deleted, p)),
+                    WatchEvent::Bookmark { .. } => bump(&self.counters().bookmarks),
+                    WatchEvent::Error(e) => {
+                        self.push_run(st, &mut run, &mut rv)?;
+                        self.report(&e);
+                        if e.is_too_many_requests() {
+                            self.sleep_backoff(st, token, None).await?;
+                            return Ok(WatchEnd::Rewatch);
+                        }
+                        return Ok(WatchEnd::Relist);
+                    }
+                }
+                count += 1;
+                bump(&self.counters().events);
+                if resource_version.is_some() {
+                    rv = resource_version;
                 }
             }
-            count += 1;
-            bump(&self.counters().events);
-            if let Some(rv) = rv {
-                self.set_rv(st, &rv);
-            }
+            self.push_run(st, &mut run, &mut rv)?;
         }
     }
 

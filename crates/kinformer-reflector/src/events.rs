@@ -439,7 +439,10 @@ mod tests {
             let want: Vec<String> = (0..700).map(|i| i.to_string()).collect();
             assert_eq!(rvs, want);
             if cut_off {
-                assert!(matches!(end, Err(ReflectorError::TruncatedEvent)), "{end:?}");
+                assert!(
+                    matches!(end, Err(ReflectorError::TruncatedEvent)),
+                    "{end:?}"
+                );
             } else {
                 assert!(matches!(end, Ok(None)), "{end:?}");
             }

@@ -140,7 +140,10 @@ mod tests {
             String::from_utf8(to_vec(&head).unwrap()).unwrap(),
             r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"c","remainingItemCount":3}}"#
         );
-        assert_eq!(to_vec(&json!([1, {"b": 1, "a": 2}])).unwrap(), br#"[1,{"a":2,"b":1}]"#);
+        assert_eq!(
+            to_vec(&json!([1, {"b": 1, "a": 2}])).unwrap(),
+            br#"[1,{"a":2,"b":1}]"#
+        );
         let nameless_metadata = json!({"metadata": "x", "kind": "K"});
         assert_eq!(
             to_vec(&nameless_metadata).unwrap(),

@@ -288,6 +288,14 @@ where
         }
     }
 
+    /// Returns `events` (taken by [`next_batch`](Self::next_batch) but not
+    /// used) to the front of the stream, in their order.
+    pub fn put_back(&mut self, events: Vec<Decoded<K>>) {
+        for event in events.into_iter().rev() {
+            self.ready.push_front(event);
+        }
+    }
+
     /// Forms batches of lines and hands them to the decoders. Waits for
     /// the network only when nothing else is pending; when lines stop
     /// arriving while batches are being decoded, the partial batch keeps

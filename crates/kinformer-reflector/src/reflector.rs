@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinformer_core::{DeltaFifo, FifoError, Observed, Prepared};
+use kinformer_core::{DeltaFifo, FifoError, Observed, Prepared, ReplaceSession};
 use kube::Client;
 use kube_core::Resource;
 use rand::Rng;
@@ -465,9 +465,11 @@ where
         let started = Instant::now();
         let mut events = EventStream::new(lines, self.decoder());
         let mut session = self.fifo.begin_replace().map_err(|_| Stop)?;
+        // The listed objects of one decoded batch, queued together.
+        let mut run = Vec::new();
         loop {
-            let item = match or_stop(token, events.next()).await? {
-                Ok(Some(item)) => item,
+            let batch = match or_stop(token, events.next_batch()).await? {
+                Ok(Some(batch)) => batch,
                 Ok(None) => {
                     self.report(&ReflectorError::WatchListIncomplete);
                     return Ok(None);
@@ -478,46 +480,71 @@ where
                     return Ok(None);
                 }
             };
-            match item.map(|d| d.event) {
-                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => {
-                    self.wait_for_room(token).await?;
-                    self.apply(session.push([p]))?;
+            let mut items = batch.into_iter();
+            while let Some(item) = items.next() {
+                let item = item.map(|d| d.event);
+                if let Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) = item {
+                    run.push(p);
+                    continue;
                 }
-                Ok(WatchEvent::Deleted(p)) => self.apply(session.delete(p))?,
-                Ok(WatchEvent::Bookmark {
-                    resource_version,
-                    initial_events_end: true,
-                }) => {
-                    let n = session.len();
-                    self.apply(session.finish(&resource_version))?;
-                    self.set_rv(st, &resource_version);
-                    st.rv_unavailable = false;
-                    self.count_sync(st);
-                    bump(&self.counters().watch_list_syncs);
-                    tracing::debug!(reflector = %self.name, objects = n, rv = %resource_version, "synced through watch-list");
-                    return Ok(Some((events, started)));
-                }
-                Ok(WatchEvent::Bookmark { .. }) => {
-                    st.watch_list_unsupported = true;
-                    self.report(&ReflectorError::WatchListUnsupported(
-                        "bookmark without the initial-events-end annotation".into(),
-                    ));
-                    return Ok(None);
-                }
-                Ok(WatchEvent::Error(e)) => {
-                    if e.is_expired() {
-                        st.rv_unavailable = true;
+                // Anything else is taken in order after the objects before it.
+                self.stream_run(&mut session, &mut run, token).await?;
+                match item {
+                    Ok(WatchEvent::Added(_) | WatchEvent::Modified(_)) => {}
+                    Ok(WatchEvent::Deleted(p)) => self.apply(session.delete(p))?,
+                    Ok(WatchEvent::Bookmark {
+                        resource_version,
+                        initial_events_end: true,
+                    }) => {
+                        let n = session.len();
+                        self.apply(session.finish(&resource_version))?;
+                        self.set_rv(st, &resource_version);
+                        st.rv_unavailable = false;
+                        self.count_sync(st);
+                        bump(&self.counters().watch_list_syncs);
+                        tracing::debug!(reflector = %self.name, objects = n, rv = %resource_version, "synced through watch-list");
+                        // The events after the bookmark are the watch's.
+                        events.put_back(items.collect());
+                        return Ok(Some((events, started)));
                     }
-                    self.report(&e);
-                    return Ok(None);
+                    Ok(WatchEvent::Bookmark { .. }) => {
+                        st.watch_list_unsupported = true;
+                        self.report(&ReflectorError::WatchListUnsupported(
+                            "bookmark without the initial-events-end annotation".into(),
+                        ));
+                        return Ok(None);
+                    }
+                    Ok(WatchEvent::Error(e)) => {
+                        if e.is_expired() {
+                            st.rv_unavailable = true;
+                        }
+                        self.report(&e);
+                        return Ok(None);
+                    }
+                    Err(e @ ReflectorError::MalformedEvent(_)) => {
+                        self.report(&e);
+                        return Ok(None);
+                    }
+                    Err(e) => self.skip(&e),
                 }
-                Err(e @ ReflectorError::MalformedEvent(_)) => {
-                    self.report(&e);
-                    return Ok(None);
-                }
-                Err(e) => self.skip(&e),
             }
+            self.stream_run(&mut session, &mut run, token).await?;
         }
+    }
+
+    /// Queues the listed objects in `run` into the replace, once the queue
+    /// has room.
+    async fn stream_run(
+        &self,
+        session: &mut ReplaceSession<'_, K>,
+        run: &mut Vec<Prepared<K>>,
+        token: &CancellationToken,
+    ) -> Result<(), Stop> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        self.wait_for_room(token).await?;
+        self.apply(session.push(run.drain(..)))
     }
 
     pub(crate) fn count_sync(&self, st: &mut State) {

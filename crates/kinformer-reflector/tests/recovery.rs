@@ -366,6 +366,38 @@ async fn updates_and_deletes_during_streaming_are_applied_in_order() {
     h.stop().await;
 }
 
+/// The events that follow the end bookmark in the same read (decoded in
+/// one batch with it) belong to the watch that goes on: none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_read_with_the_end_bookmark_go_on_to_the_watch() {
+    let script = Arc::new(Script::default());
+    // One chunk of the body: every line is in hand when the batch forms.
+    let lines = [
+        event("ADDED", pod("a", 1)),
+        event("ADDED", pod("b", 2)),
+        bookmark(2, true),
+        event("MODIFIED", pod("a", 3)),
+        event("DELETED", pod("b", 4)),
+        event("ADDED", pod("c", 5)),
+    ];
+    script.watch(Reply::Stream {
+        before: vec![lines.join("\n")],
+        gate: None,
+        after: vec![],
+        hang: true,
+    });
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(true));
+    eventually("synced", || h.informer.has_synced()).await;
+    eventually("the watch's events applied", || {
+        h.cache() == kv(&[("a", 3), ("c", 5)])
+    })
+    .await;
+    assert_eq!(script.seen_watches().len(), 1, "the same stream goes on");
+    assert_eq!(h.metrics.get().watch_list_syncs, 1);
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_list_stream_ending_early_falls_back_to_list() {
     let script = Arc::new(Script::default());

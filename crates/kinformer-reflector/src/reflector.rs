@@ -490,6 +490,7 @@ where
                 // Anything else is taken in order after the objects before it.
                 self.stream_run(&mut session, &mut run, token).await?;
                 match item {
+                    // Taken into the run above.
                     Ok(WatchEvent::Added(_) | WatchEvent::Modified(_)) => {}
                     Ok(WatchEvent::Deleted(p)) => self.apply(session.delete(p))?,
                     Ok(WatchEvent::Bookmark {

@@ -4,7 +4,9 @@
 //! for the [`DeltaFifo`]: decoded, transformed and keyed, on a
 //! [`DecodePool`] thread when the reflector has one, inline otherwise.
 //! [`EventStream`] reads a watch body ahead, hands batches of lines to the
-//! pool, and returns the decoded events strictly in arrival order.
+//! pool, and returns the decoded events strictly in arrival order, one at a
+//! time or a decoded batch at a time (which the reflector queues under one
+//! lock of the queue).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

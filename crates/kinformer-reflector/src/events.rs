@@ -4,9 +4,9 @@
 //! for the [`DeltaFifo`]: decoded, transformed and keyed, on a
 //! [`DecodePool`] thread when the reflector has one, inline otherwise.
 //! [`EventStream`] reads a watch body ahead, hands batches of lines to the
-//! pool, and returns the decoded events strictly in arrival order, one at a
-//! time or a decoded batch at a time (which the reflector queues under one
-//! lock of the queue).
+//! pool, and returns the decoded events strictly in arrival order, a
+//! decoded batch at a time (which the reflector queues under one lock of
+//! the queue).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -224,7 +224,8 @@ pub struct EventStream<K> {
     lines: Lines,
     decoder: Decoder<K>,
     in_flight: VecDeque<Pending<Decoded<K>>>,
-    ready: VecDeque<Decoded<K>>,
+    /// Events handed back by [`put_back`](Self::put_back).
+    returned: Vec<Decoded<K>>,
     /// Lines read but not yet handed to the decoders.
     forming: Vec<Bytes>,
     forming_bytes: usize,
@@ -242,60 +243,37 @@ where
             lines,
             decoder,
             in_flight: VecDeque::new(),
-            ready: VecDeque::new(),
+            returned: Vec::new(),
             forming: Vec::new(),
             forming_bytes: 0,
             end: None,
         }
     }
 
-    /// The next event: `Ok(None)` at a clean end of the body, `Err` when
-    /// the body failed (after every event that arrived before the failure).
-    pub async fn next(&mut self) -> Result<Option<Decoded<K>>, ReflectorError> {
-        loop {
-            if let Some(ev) = self.ready.pop_front() {
-                return Ok(Some(ev));
-            }
-            self.read_ahead().await;
-            if let Some(batch) = self.in_flight.pop_front() {
-                self.ready.extend(batch.wait().await?);
-                continue;
-            }
-            return match self.end.take() {
+    /// The events decoded next, in order: those handed back by
+    /// [`put_back`](Self::put_back), else the next batch back from the
+    /// decoders (a batch holds at least one line). `Ok(None)` at a clean end
+    /// of the body, `Err` when the body failed (after every event that
+    /// arrived before the failure).
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Decoded<K>>>, ReflectorError> {
+        if !self.returned.is_empty() {
+            return Ok(Some(std::mem::take(&mut self.returned)));
+        }
+        self.read_ahead().await;
+        match self.in_flight.pop_front() {
+            Some(batch) => Ok(Some(batch.wait().await?)),
+            None => match self.end.take() {
                 Some(Err(e)) => Err(e),
                 Some(Ok(())) | None => Ok(None),
-            };
+            },
         }
     }
 
-    /// The events decoded next, in order, as a batch (never empty): those
-    /// already decoded, or else the next batch back from the decoders.
-    /// `Ok(None)` and `Err` as [`next`](Self::next).
-    pub async fn next_batch(&mut self) -> Result<Option<Vec<Decoded<K>>>, ReflectorError> {
-        if !self.ready.is_empty() {
-            return Ok(Some(self.ready.drain(..).collect()));
-        }
-        loop {
-            self.read_ahead().await;
-            let Some(batch) = self.in_flight.pop_front() else {
-                return match self.end.take() {
-                    Some(Err(e)) => Err(e),
-                    Some(Ok(())) | None => Ok(None),
-                };
-            };
-            let decoded = batch.wait().await?;
-            if !decoded.is_empty() {
-                return Ok(Some(decoded));
-            }
-        }
-    }
-
-    /// Returns `events` (taken by [`next_batch`](Self::next_batch) but not
-    /// used) to the front of the stream, in their order.
-    pub fn put_back(&mut self, events: Vec<Decoded<K>>) {
-        for event in events.into_iter().rev() {
-            self.ready.push_front(event);
-        }
+    /// Hands back `events` (taken by [`next_batch`](Self::next_batch) but
+    /// not used): the next batch starts with them, in their order.
+    pub fn put_back(&mut self, mut events: Vec<Decoded<K>>) {
+        events.append(&mut self.returned);
+        self.returned = events;
     }
 
     /// Forms batches of lines and hands them to the decoders. Waits for
@@ -411,9 +389,10 @@ mod tests {
         }
     }
 
-    /// `next_batch` hands back every event once, in arrival order, in
-    /// non-empty batches, then the body's end; a body cut off mid-line ends
-    /// in an error after the events before it.
+    /// `next_batch` returns every event once, in arrival order, in
+    /// non-empty batches (events handed back with `put_back` first), then
+    /// the body's end; a body cut off mid-line ends in an error after the
+    /// events before it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn batches_of_a_watch_body_come_in_order_then_its_end() {
         let line = |i: usize| {
@@ -435,10 +414,16 @@ mod tests {
             let pool = DecodePool::new(2, "t").unwrap();
             let mut events = EventStream::new(lines, Decoder::<ConfigMap>::new(fifo, Some(pool)));
             let mut rvs = Vec::new();
+            let mut hand_back = true;
             let end = loop {
                 match events.next_batch().await {
-                    Ok(Some(batch)) => {
+                    Ok(Some(mut batch)) => {
                         assert!(!batch.is_empty());
+                        // Events handed back come first in the next batch.
+                        if hand_back && batch.len() > 1 {
+                            events.put_back(batch.split_off(1));
+                            hand_back = false;
+                        }
                         for d in batch {
                             rvs.push(d.unwrap().resource_version.unwrap());
                         }

@@ -300,6 +300,17 @@ struct KubeRsCache<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The kinformer key of an object in kube-rs's store (`namespace/name`, or
+/// `name`), so both caches are compared key for key.
+fn store_key<K: Resource>(o: &K) -> String {
+    let m = o.meta();
+    kinformer::ObjectKey::new(
+        m.namespace.as_deref(),
+        m.name.as_deref().unwrap_or_default(),
+    )
+    .to_string()
+}
+
 impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for KubeRsCache<K> {
     fn synced(&self) -> bool {
         self.ready.load(Ordering::SeqCst) > 0
@@ -316,15 +327,7 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
         self.store
             .state()
             .iter()
-            .map(|o| {
-                let m = o.meta();
-                let key = format!(
-                    "{}/{}",
-                    m.namespace.as_deref().unwrap_or_default(),
-                    m.name.as_deref().unwrap_or_default()
-                );
-                (key, m.resource_version.clone())
-            })
+            .map(|o| (store_key(&**o), o.meta().resource_version.clone()))
             .collect()
     }
     fn keys(&self, n: usize) -> Vec<String> {
@@ -332,14 +335,7 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
             .state()
             .iter()
             .take(n)
-            .map(|o| {
-                let m = o.meta();
-                format!(
-                    "{}/{}",
-                    m.namespace.as_deref().unwrap_or_default(),
-                    m.name.as_deref().unwrap_or_default()
-                )
-            })
+            .map(|o| store_key(&**o))
             .collect()
     }
     fn handler_panics(&self) -> u64 {

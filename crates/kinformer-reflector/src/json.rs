@@ -10,8 +10,8 @@
 //!
 //! simd-json parses in place, so the bytes are first copied into a buffer
 //! kept per thread (with simd-json's own buffers); when `managedFields` is
-//! skipped, the copy leaves it out (see [`crate::managed_fields`]). Its
-//! parser has no nesting limit, so before anything is deserialized the
+//! skipped, the copy leaves it out (see the private module
+//! `managed_fields`). Its parser has no nesting limit, so before anything is deserialized the
 //! brackets of the parsed bytes are counted 64 bytes at a time
 //! ([`kinformer_json_scan::NestingCheck`]): deeper than [`MAX_DEPTH`] is an
 //! error, as with `serde_json`.

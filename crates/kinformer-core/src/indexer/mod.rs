@@ -4,9 +4,10 @@
 //! waiting for writers, one consistent state per read. Writers serialize on
 //! one mutex, apply a batch to a master copy built from persistent hash
 //! tries (an update copies one root-to-leaf path, never the whole map, and
-//! copies share entries and children without reference counts: see
-//! [`trie`] and [`reclaim`]), and publish it with a single atomic pointer
-//! swap. Indexes map each value to a set of dense object ids ([`idset`]).
+//! copies share entries and children without reference counts: see the
+//! private modules `trie` and `reclaim`), and publish it with a single
+//! atomic pointer swap. Indexes map each value to a set of dense object ids
+//! (the private module `idset`).
 
 mod idset;
 mod namespaced;

@@ -282,16 +282,22 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     }
 
     /// Removes a handler while the informer runs; its thread is joined and
-    /// its backlog dropped.
-    pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) {
-        let id = registration.id();
+    /// its backlog dropped. Returns whether `registration` was one of this
+    /// informer's: another informer's registration (ids are only unique
+    /// within an informer) or one already removed is left alone.
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) -> bool {
+        let mut found = false;
         self.inner.pipeline.registrations.rcu(|regs| {
+            found = regs.iter().any(|r| Arc::ptr_eq(r, &registration.inner));
             regs.iter()
-                .filter(|r| r.id != id)
+                .filter(|r| !Arc::ptr_eq(r, &registration.inner))
                 .cloned()
                 .collect::<Vec<_>>()
         });
-        registration.inner.stop();
+        if found {
+            registration.inner.stop();
+        }
+        found
     }
 
     /// Starts the processor pool and the resync driver. Idempotent.

@@ -152,8 +152,10 @@ fn remove_a_handler_while_active() {
     inf.start().unwrap();
     inf.queue().add(cm("a", 1)).unwrap();
     assert!(events.recv_timeout(T).is_ok());
-    inf.remove_event_handler(&reg);
+    assert!(inf.remove_event_handler(&reg));
     assert_eq!(inf.metrics().handlers.len(), 1);
+    // A second removal finds nothing to remove.
+    assert!(!inf.remove_event_handler(&reg));
     inf.queue().update(cm("a", 2)).unwrap();
     assert_eq!(
         events2.recv_timeout(T).unwrap(),
@@ -169,6 +171,34 @@ fn remove_a_handler_while_active() {
         Err(mpsc::RecvTimeoutError::Disconnected)
     ));
     inf.shutdown();
+}
+
+#[test]
+fn removing_another_informers_registration_changes_neither() {
+    // Both informers number their registrations from 1: the ids match.
+    let (a, b) = (informer(), informer());
+    let (ha, events_a) = recorder();
+    let reg_a = a.add_event_handler(ha).unwrap();
+    let (hb, events_b) = recorder();
+    b.add_event_handler(hb).unwrap();
+    a.start().unwrap();
+    b.start().unwrap();
+    assert!(!b.remove_event_handler(&reg_a));
+    assert_eq!(a.metrics().handlers.len(), 1);
+    assert_eq!(b.metrics().handlers.len(), 1);
+    // Both handlers still get their informer's events.
+    a.queue().add(cm("x", 1)).unwrap();
+    b.queue().add(cm("y", 1)).unwrap();
+    assert_eq!(
+        events_a.recv_timeout(T).unwrap(),
+        Ev::Add("x".into(), 1, false)
+    );
+    assert_eq!(
+        events_b.recv_timeout(T).unwrap(),
+        Ev::Add("y".into(), 1, false)
+    );
+    a.shutdown();
+    b.shutdown();
 }
 
 #[test]
@@ -460,7 +490,7 @@ fn every_late_registration_gets_its_replay_and_syncs() {
             }
         }
         wait_until(T, "late registration synced", || reg.has_synced());
-        inf.remove_event_handler(&reg);
+        assert!(inf.remove_event_handler(&reg));
     }
     inf.shutdown();
 }

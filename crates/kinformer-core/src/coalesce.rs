@@ -8,6 +8,12 @@ pub trait Coalesce: Sized {
     fn is_removal(&self) -> bool;
     /// Merges two consecutive entries that are both removals or both changes.
     fn merge(older: Self, newer: Self) -> Self;
+    /// Whether this change is the consumer's first sight of the object (a
+    /// handler's `on_add`), so that a removal following it removes nothing
+    /// the consumer has seen. `false` when that is not known.
+    fn is_first_sighting(&self) -> bool {
+        false
+    }
 }
 
 /// The pending entries of one key, never more than two: at most one removal
@@ -17,6 +23,9 @@ pub trait Coalesce: Sized {
 /// - `C + C' → merge(C, C')`, `R + R' → merge(R, R')`,
 /// - `C + R → [C, R]`, `R + C → [R, C]`,
 /// - `[C, R] + C' → [R, C']` (the intermediate state was never applied),
+///   or `[C']` when `C` was the consumer's [first
+///   sighting](Coalesce::is_first_sighting): a removal of an object it was
+///   never shown would be an orphan,
 /// - `[R, C] + R' → [R]` (the re-created object came and went while queued).
 #[derive(Debug, Clone)]
 pub struct Coalesced<T> {
@@ -42,6 +51,8 @@ impl<T: Coalesce> Coalesced<T> {
         let (first, second) = match (first.is_removal(), second, entry.is_removal()) {
             (a, None, b) if a == b => (T::merge(first, entry), None),
             (_, None, _) => (first, Some(entry)),
+            // [C, R] + C' → [C'] when C was the first sighting
+            (false, Some(_), false) if first.is_first_sighting() => (entry, None),
             // [C, R] + C' → [R, C']
             (false, Some(second), false) => (second, Some(entry)),
             // [C, R] + R' or [R, C] + C'

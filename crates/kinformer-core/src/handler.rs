@@ -34,7 +34,8 @@ pub trait ResourceEventHandler<K>: Send + 'static {
         let _ = (old, new);
     }
 
-    /// An object was deleted; a tombstone if the delete was missed.
+    /// An object was deleted; a tombstone if the delete was missed. Only
+    /// ever for an object this handler was shown through `on_add`.
     fn on_delete(&mut self, obj: &DeletedObject<K>) {
         let _ = obj;
     }
@@ -183,6 +184,10 @@ impl<K: 'static> Notification<K> {
 impl<K> Coalesce for Notification<K> {
     fn is_removal(&self) -> bool {
         matches!(self, Self::Delete(_))
+    }
+
+    fn is_first_sighting(&self) -> bool {
+        matches!(self, Self::Add { .. })
     }
 
     fn merge(older: Self, newer: Self) -> Self {

@@ -134,7 +134,8 @@ pub struct InformerMetrics {
     pub deltas_processed: u64,
     /// Batches published.
     pub batches: u64,
-    /// Deletes (or tombstones) for keys that were not cached.
+    /// Deletes (or tombstones) for keys that were not cached (not delivered
+    /// to handlers).
     pub unknown_deletes: u64,
     /// Handler panics caught, over all registrations.
     pub handler_panics: u64,

@@ -101,8 +101,11 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
             let note = match delta {
                 Delta::Deleted(d) => {
                     if w.remove(key).is_none() {
+                        // No handler was shown this object (as client-go's
+                        // DeltaFIFO drops a delete of an unknown key).
                         tally.unknown_deletes += 1;
                         tracing::debug!(key = %key, "delete of a key that is not cached");
+                        continue;
                     }
                     Notification::Delete(d)
                 }

@@ -433,6 +433,7 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::delta::DeletedObject;
     use crate::handler::EventHandlerFns;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube_core::ObjectMeta;
@@ -473,6 +474,73 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap()
+    }
+
+    #[test]
+    fn a_coalesced_add_takes_its_delete_with_it() {
+        let reg = Arc::new(Registration::<ConfigMap>::new(
+            1,
+            None,
+            Arc::new(AtomicBool::new(true)),
+            Default::default(),
+        ));
+        // Fill the waiting segments so that the next push coalesces.
+        for i in 1..=MAX_WAITING_SEGMENTS as u64 {
+            reg.push(vec![update("filler", i)]);
+        }
+        let key = |name: &str| ObjectKey::parse(&format!("ns/{name}"));
+        let add = |name: &str, rv| {
+            let obj = cm(name, rv);
+            let note = Notification::Add {
+                obj,
+                is_in_initial_list: false,
+            };
+            (key(name), note)
+        };
+        let delete = |name: &str, rv| {
+            let note = Notification::Delete(DeletedObject::Final(cm(name, rv)));
+            (key(name), note)
+        };
+        reg.push(vec![
+            // Never shown to the handler: created, deleted and created again.
+            add("new", 1),
+            delete("new", 2),
+            add("new", 3),
+            // Shown before: changed, deleted and created again.
+            update("old", 1),
+            delete("old", 3),
+            add("old", 4),
+        ]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx_add, tx_update, tx_delete) = (tx.clone(), tx.clone(), tx);
+        let handler = EventHandlerFns::new()
+            .on_add(move |o: &Arc<ConfigMap>, _| {
+                let name = o.metadata.name.clone().unwrap();
+                tx_add.send((name, "add", rv(o))).unwrap();
+            })
+            .on_update(move |_: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
+                let name = new.metadata.name.clone().unwrap();
+                tx_update.send((name, "update", rv(new))).unwrap();
+            })
+            .on_delete(move |d| {
+                let o = d.object();
+                let name = o.metadata.name.clone().unwrap();
+                tx_delete.send((name, "delete", rv(o))).unwrap();
+            });
+        reg.spawn(Box::new(handler), "test-handler".into()).unwrap();
+        let mut got = Vec::new();
+        while let Ok(e) = rx.recv_timeout(Duration::from_millis(300)) {
+            got.push(e);
+        }
+        let of = |name: &str| -> Vec<(&str, u64)> {
+            got.iter()
+                .filter(|(n, ..)| n == name)
+                .map(|(_, what, rv)| (*what, *rv))
+                .collect()
+        };
+        assert_eq!(of("new"), vec![("add", 3)], "no delete of an unseen object");
+        assert_eq!(of("old"), vec![("delete", 3), ("add", 4)]);
+        reg.stop();
     }
 
     #[test]

@@ -86,18 +86,51 @@ struct Model {
     /// key → resource version.
     truth: BTreeMap<String, u64>,
     last_rv: u64,
-    /// (key, index of the op that removed it from the truth).
-    removals: Vec<(String, usize)>,
+    /// key → resource version at which its current incarnation appeared.
+    born: BTreeMap<String, u64>,
+    /// Each removal from the truth.
+    removals: Vec<Removal>,
     /// Whether any object reached the queue (add/update/delete/replace).
     populated: bool,
     /// Keys of the first replace, when it came before any other change.
     first_list: Option<BTreeSet<String>>,
 }
 
+/// An object's removal from the truth.
+struct Removal {
+    key: String,
+    /// Index of the op that removed it.
+    at: usize,
+    /// The resource versions of the removed incarnation: from its creation
+    /// to its last state.
+    rvs: std::ops::RangeInclusive<u64>,
+}
+
 impl Model {
     fn next_rv(&mut self) -> u64 {
         self.last_rv += 1;
         self.last_rv
+    }
+
+    /// Sets `key` to `rv` in the truth, noting a new incarnation.
+    fn set(&mut self, key: String, rv: u64) {
+        if self.truth.insert(key.clone(), rv).is_none() {
+            self.born.insert(key, rv);
+        }
+    }
+
+    /// Removes `key` from the truth (op `at`), noting the removal.
+    fn remove(&mut self, key: &str, at: usize) -> bool {
+        let Some(last) = self.truth.remove(key) else {
+            return false;
+        };
+        let born = self.born.remove(key).unwrap_or(last);
+        self.removals.push(Removal {
+            key: key.to_string(),
+            at,
+            rvs: born..=last,
+        });
+        true
     }
 }
 
@@ -157,15 +190,14 @@ fn run(threads: usize, ops: &[Op]) {
                 } else {
                     q.update(obj).unwrap();
                 }
-                model.truth.insert(key_str(*k), rv);
+                model.set(key_str(*k), rv);
                 model.populated = true;
             }
             Op::Delete(k) => {
-                if model.truth.remove(&key_str(*k)).is_some() {
+                if model.remove(&key_str(*k), i) {
                     // The final state of a deleted object has a new resource version.
                     let rv = model.next_rv();
                     q.delete(object(*k, rv)).unwrap();
-                    model.removals.push((key_str(*k), i));
                     model.populated = true;
                 }
             }
@@ -183,15 +215,21 @@ fn run(threads: usize, ops: &[Op]) {
                 }
                 let list_rv = model.next_rv();
                 q.replace(objects, &list_rv.to_string()).unwrap();
-                for key in model.truth.keys() {
-                    if !listed.contains_key(key) {
-                        model.removals.push((key.clone(), i));
-                    }
+                let gone: Vec<String> = model
+                    .truth
+                    .keys()
+                    .filter(|key| !listed.contains_key(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    model.remove(&key, i);
                 }
                 if !model.populated {
                     model.first_list = Some(listed.keys().cloned().collect());
                 }
-                model.truth = listed;
+                for (key, rv) in listed {
+                    model.set(key, rv);
+                }
                 model.populated = true;
             }
             Op::Resync => {
@@ -324,15 +362,19 @@ fn check_history(h: usize, w: &Watcher, model: &Model, cache: &BTreeMap<String, 
             }
             Seen::Delete { key, rv, .. } => {
                 in_replay = false;
-                // A delete may name a key the handler never saw: its add was
-                // coalesced away in the queue ([add, delete] + add → [delete, add]).
-                if let Some(held) = view.remove(key) {
-                    assert!(
-                        *rv >= held,
-                        "{}",
-                        ctx(&format!("delete of {key} older than the state held"))
-                    );
-                }
+                // Never a delete of an object the handler was not shown (an
+                // add coalesced away takes its delete with it).
+                let held = view.remove(key);
+                assert!(
+                    held.is_some(),
+                    "{}",
+                    ctx(&format!("delete of {key}, which the handler does not hold"))
+                );
+                assert!(
+                    held.is_some_and(|held| *rv >= held),
+                    "{}",
+                    ctx(&format!("delete of {key} older than the state held"))
+                );
                 *rv
             }
         };
@@ -346,15 +388,28 @@ fn check_history(h: usize, w: &Watcher, model: &Model, cache: &BTreeMap<String, 
     }
     assert_eq!(&view, cache, "{}", ctx("replayed history vs cache"));
 
-    // Every removal after the registration reached the handler.
-    for (key, at) in &model.removals {
-        if *at >= w.registered_at {
+    // Every removal after the registration of an object the handler was
+    // shown reached it (one never shown may leave no trace: its add and
+    // delete coalesce away together).
+    for Removal { key, at, rvs } in &model.removals {
+        if *at < w.registered_at {
+            continue;
+        }
+        let shown = events.iter().position(|e| match e {
+            Seen::Add { key: k, rv, .. }
+            | Seen::Update {
+                key: k, new: rv, ..
+            } => k == key && rvs.contains(rv),
+            Seen::Delete { .. } => false,
+        });
+        if let Some(shown) = shown {
             assert!(
-                rest.iter()
+                events[shown..]
+                    .iter()
                     .any(|e| matches!(e, Seen::Delete { key: k, .. } if k == key)),
                 "{}",
                 ctx(&format!(
-                    "{key} removed by op {at} but never delivered as deleted"
+                    "{key} (resource versions {rvs:?}) shown, removed by op {at}, never deleted"
                 ))
             );
         }

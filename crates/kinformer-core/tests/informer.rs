@@ -418,6 +418,22 @@ fn start_is_idempotent_and_shutdown_joins_everything() {
 }
 
 #[test]
+fn registrations_before_start_and_after_shutdown() {
+    let inf = informer();
+    let (h, _events) = recorder();
+    let reg = inf.add_event_handler(h).unwrap();
+    assert!(!reg.has_synced(), "not synced before the informer starts");
+    inf.start().unwrap();
+    inf.queue().replace([cm("a", 1)], "1").unwrap();
+    wait_until(T, "registration synced", || reg.has_synced());
+    inf.shutdown();
+    // After shutdown: nothing to remove, and no new registration.
+    assert!(!inf.remove_event_handler(&reg));
+    let (h2, _events2) = recorder();
+    assert!(inf.add_event_handler(h2).is_err());
+}
+
+#[test]
 fn transform_strips_fields_before_store_and_handlers() {
     let inf = SharedIndexInformer::<ConfigMap>::builder()
         .threads(1)

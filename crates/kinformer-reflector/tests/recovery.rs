@@ -234,6 +234,76 @@ async fn too_many_requests_backs_off_and_rewatches_without_relist() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_requests_in_the_stream_rewatches_without_relist() {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Json(list(10, vec![pod("a", 5)], None)))
+        .watch(Reply::lines(vec![error_event(429, "TooManyRequests")]))
+        .watch(Reply::lines_then_hang(vec![event("ADDED", pod("b", 11))]));
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false));
+    eventually("b cached", || h.cache().len() == 2).await;
+    assert_eq!(script.seen_lists().len(), 1);
+    let w = script.seen_watches();
+    assert_eq!(w.len(), 2);
+    assert!(w.iter().all(|w| w.param("resourceVersion") == Some("10")));
+    let m = h.metrics.get();
+    assert!(m.backoffs >= 1, "{m:?}");
+    assert_eq!(m.relists, 0);
+    assert!(h.has_error("api: API error 429"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_error_in_the_stream_relists_from_the_last_rv() {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Json(list(10, vec![pod("a", 5)], None)))
+        .watch(Reply::lines(vec![
+            event("ADDED", pod("b", 11)),
+            error_event(500, "InternalError"),
+        ]))
+        .list(Reply::Json(list(12, vec![pod("b", 11)], None)))
+        .watch(Reply::lines_then_hang(vec![]));
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false));
+    eventually("second watch", || script.seen_watches().len() == 2).await;
+    assert_eq!(script.list_rvs(), s(&["0", "11"]));
+    assert_eq!(
+        script.seen_watches()[1].param("resourceVersion"),
+        Some("12")
+    );
+    // The relist removed `a`, which the server no longer lists.
+    eventually("cache relisted", || h.cache() == kv(&[("b", 11)])).await;
+    assert_eq!(h.metrics.get().relists, 1);
+    assert!(h.has_error("api: API error 500"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_list_is_reported_backed_off_and_retried() {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Status(403, status(403, "Forbidden")))
+        .list(Reply::Status(500, status(500, "InternalError")))
+        .list(Reply::Json(list(7, vec![pod("a", 6)], None)))
+        .watch(Reply::lines_then_hang(vec![]));
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false));
+    eventually("synced", || h.informer.has_synced()).await;
+    assert_eq!(h.cache(), kv(&[("a", 6)]));
+    // Each failed list was retried from the start, after a backoff.
+    assert_eq!(script.list_rvs(), s(&["0", "0", "0"]));
+    assert!(h.has_error("api: API error 403"));
+    assert!(h.has_error("api: API error 500"));
+    let m = h.metrics.get();
+    assert!(m.backoffs >= 2, "{m:?}");
+    eventually("watch from the list", || script.seen_watches().len() == 1).await;
+    assert_eq!(script.seen_watches()[0].param("resourceVersion"), Some("7"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gone_relists_and_delivers_tombstones_for_objects_deleted_while_disconnected() {
     let script = Arc::new(Script::default());
     script

@@ -212,46 +212,41 @@ async fn very_short_watch_without_events_relists() {
     h.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn too_many_requests_backs_off_and_rewatches_without_relist() {
+/// Each of `refusals` answers one watch with 429; then the watch goes on.
+/// Every watch resumes from the list's resourceVersion, after a backoff,
+/// and nothing is relisted.
+async fn too_many_requests_back_off_and_rewatch(refusals: Vec<Reply>) {
+    let n = refusals.len();
     let script = Arc::new(Script::default());
-    script
-        .list(Reply::Json(list(10, vec![pod("a", 5)], None)))
-        .watch(Reply::Status(429, status(429, "TooManyRequests")))
-        .watch(Reply::Status(429, status(429, "TooManyRequests")))
-        .watch(Reply::lines_then_hang(vec![event("ADDED", pod("b", 11))]));
+    script.list(Reply::Json(list(10, vec![pod("a", 5)], None)));
+    for r in refusals {
+        script.watch(r);
+    }
+    script.watch(Reply::lines_then_hang(vec![event("ADDED", pod("b", 11))]));
     let addr = fake_server(script.clone()).await;
     let h = Harness::start(client(addr), fast(false));
     eventually("b cached", || h.cache().len() == 2).await;
     assert_eq!(script.seen_lists().len(), 1);
     let w = script.seen_watches();
-    assert_eq!(w.len(), 3);
+    assert_eq!(w.len(), n + 1);
     assert!(w.iter().all(|w| w.param("resourceVersion") == Some("10")));
     let m = h.metrics.get();
-    assert!(m.backoffs >= 2, "{m:?}");
+    assert!(m.backoffs >= n as u64, "{m:?}");
     assert_eq!(m.relists, 0);
+    assert!(h.has_error("api: API error 429"));
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_requests_backs_off_and_rewatches_without_relist() {
+    let refused = || Reply::Status(429, status(429, "TooManyRequests"));
+    too_many_requests_back_off_and_rewatch(vec![refused(), refused()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_requests_in_the_stream_rewatches_without_relist() {
-    let script = Arc::new(Script::default());
-    script
-        .list(Reply::Json(list(10, vec![pod("a", 5)], None)))
-        .watch(Reply::lines(vec![error_event(429, "TooManyRequests")]))
-        .watch(Reply::lines_then_hang(vec![event("ADDED", pod("b", 11))]));
-    let addr = fake_server(script.clone()).await;
-    let h = Harness::start(client(addr), fast(false));
-    eventually("b cached", || h.cache().len() == 2).await;
-    assert_eq!(script.seen_lists().len(), 1);
-    let w = script.seen_watches();
-    assert_eq!(w.len(), 2);
-    assert!(w.iter().all(|w| w.param("resourceVersion") == Some("10")));
-    let m = h.metrics.get();
-    assert!(m.backoffs >= 1, "{m:?}");
-    assert_eq!(m.relists, 0);
-    assert!(h.has_error("api: API error 429"));
-    h.stop().await;
+    let refused = Reply::lines(vec![error_event(429, "TooManyRequests")]);
+    too_many_requests_back_off_and_rewatch(vec![refused]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

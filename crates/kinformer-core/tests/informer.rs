@@ -201,6 +201,82 @@ fn removing_another_informers_registration_changes_neither() {
     b.shutdown();
 }
 
+/// Checks one handler's events against the transitions a cache can make:
+/// an add of a key it does not hold, an update from the state it holds, a
+/// delete of a key it holds.
+fn check_transitions(events: &[Ev]) {
+    let mut held = std::collections::HashMap::new();
+    for e in events {
+        match e {
+            Ev::Add(n, rv, _) => {
+                assert!(
+                    held.insert(n.clone(), *rv).is_none(),
+                    "add of held {n}: {events:?}"
+                )
+            }
+            Ev::Update(n, old, new) => {
+                assert_eq!(
+                    held.insert(n.clone(), *new),
+                    Some(*old),
+                    "update of {n}: {events:?}"
+                )
+            }
+            Ev::Delete(n, ..) => {
+                assert!(held.remove(n).is_some(), "delete of unheld {n}: {events:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn handlers_added_and_removed_while_events_flow() {
+    let inf = informer();
+    let (h, events) = recorder();
+    inf.add_event_handler(h).unwrap();
+    inf.start().unwrap();
+    let producer = {
+        let q = Arc::clone(inf.queue());
+        std::thread::spawn(move || {
+            let mut live = [false; 20];
+            for i in 0..20_000u64 {
+                let k = (i * 7 % 20) as usize;
+                let obj = cm(&format!("o{k}"), i + 1);
+                if !live[k] {
+                    q.add(obj).unwrap();
+                    live[k] = true;
+                } else if i % 5 == 0 {
+                    q.delete(obj).unwrap();
+                    live[k] = false;
+                } else {
+                    q.update(obj).unwrap();
+                }
+            }
+        })
+    };
+    let (mut churned, mut churned_events) = (0, 0);
+    while !producer.is_finished() || churned < 20 {
+        let (h, rx) = recorder();
+        let reg = inf.add_event_handler(h).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(inf.remove_event_handler(&reg));
+        // The removed handler's thread is joined: its events end here.
+        let got: Vec<Ev> = rx.iter().collect();
+        check_transitions(&got);
+        churned_events += got.len();
+        churned += 1;
+    }
+    producer.join().unwrap();
+    // The permanent handler saw a consistent history throughout.
+    inf.shutdown();
+    let got: Vec<Ev> = events.iter().collect();
+    assert!(!got.is_empty());
+    check_transitions(&got);
+    let m = inf.metrics();
+    assert_eq!(m.handler_panics, 0);
+    assert!(churned >= 20);
+    assert!(churned_events > 0, "the churned handlers saw events");
+}
+
 #[test]
 fn handler_panics_are_caught_and_counted() {
     let inf = informer();

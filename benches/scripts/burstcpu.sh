@@ -13,26 +13,36 @@ log=$(mktemp); a=$(mktemp); b=$(mktemp); t=$(mktemp)
 "$X" loadtest "$@" > "$log" 2>&1 &
 lt=$!
 while ! grep -q "^burst:" "$log" 2>/dev/null; do sleep 0.05; kill -0 $lt 2>/dev/null || break; done
-ticks_of() { for th in /proc/$lt/task/*; do grep -q "^$1" "$th/comm" 2>/dev/null && awk '{print $14+$15}' "$th/stat"; done | awk '{s+=$1} END {print s+0}'; }
+# One awk per sample over every thread's stat (field 2 is "(comm)"; these
+# thread names have no spaces): forking per thread cost the machine ~0.25
+# cores while sampling every 0.25 s.
+ticks_of() { awk -v p="($1" 'index($2, p) == 1 {s += $14 + $15} END {print s + 0}' /proc/$lt/task/*/stat 2>/dev/null; }
 prev=$(ticks_of pods-handler)
 while sleep 0.02; do cur=$(ticks_of pods-handler); [ $((cur-prev)) -ge 1 ] && break; prev=$cur; done
 sim=$(pgrep -f "${KINFORMER_SIM_BINARY:-kinformer-sim}" | head -1)
 snap() {
   for p in $lt $sim; do
     n=x; [ "$p" = "$sim" ] && n=sim
-    for th in /proc/$p/task/*; do
-      echo "$n:$(tr ' ' '_' < "$th/comm" 2>/dev/null | sed 's/[0-9]*$//') $(awk '{print $14+$15}' "$th/stat" 2>/dev/null)"
-    done
-  done | awk '{a[$1]+=$2} END {for (k in a) print k, a[k]}' | sort
+    awk -v n="$n" '{c = $2; gsub(/[()]/, "", c); sub(/[0-9]*$/, "", c); a[n ":" c] += $14 + $15}
+      END {for (k in a) print k, a[k]}' /proc/$p/task/*/stat 2>/dev/null
+  done | sort
 }
-snap > "$a"; t0=$(date +%s.%N)
-prev=$(ticks_of kinformer-decod); snap > "$b"; t1=$(date +%s.%N)
+cpustat() { head -1 /proc/stat; }
+snap > "$a"; t0=$(date +%s.%N); c0=$(cpustat)
+prev=$(ticks_of kinformer-decod); snap > "$b"; t1=$(date +%s.%N); c1=$(cpustat)
 while sleep 0.25; do
   cur=$(ticks_of kinformer-decod); [ "$cur" -le "$prev" ] && break; prev=$cur
   snap > "$t"; grep -q "kinformer-decod" "$t" || break
-  cp "$t" "$b"; t1=$(date +%s.%N)
+  cp "$t" "$b"; t1=$(date +%s.%N); c1=$(cpustat)
 done
 echo "window $(echo "$t1 - $t0" | bc) s"
+# The whole machine over the same window, from /proc/stat's first line:
+# idle (with iowait), time stolen by the hypervisor, and interrupts
+# (softirq: the loopback network's receive path, mostly).
+echo "$c0 $c1" | awk -v n="$N" '{
+  d["idle"] = ($16 + $17) - ($5 + $6); d["steal"] = $20 - $9; d["irq"] = ($18 + $19) - ($7 + $8)
+  d["user+system"] = ($13 + $14 + $15) - ($2 + $3 + $4)
+  for (k in d) printf "machine:%s %d ticks %.2f us/update\n", k, d[k], d[k] * 10000 / n }'
 join "$a" "$b" | awk -v n="$N" '{d=$3-$2; if (d>0) printf "%s %d ticks %.2f us/update\n", $1, d, d*10000/n}' | sort -k2 -nr
 wait $lt
 grep -E "updates/s|matches" "$log"

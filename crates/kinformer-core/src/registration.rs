@@ -476,14 +476,19 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn a_coalesced_add_takes_its_delete_with_it() {
-        let reg = Arc::new(Registration::<ConfigMap>::new(
+    /// A registration of a synced informer, its thread not started.
+    fn synced_registration() -> Arc<Registration<ConfigMap>> {
+        Arc::new(Registration::new(
             1,
             None,
             Arc::new(AtomicBool::new(true)),
             Default::default(),
-        ));
+        ))
+    }
+
+    #[test]
+    fn a_coalesced_add_takes_its_delete_with_it() {
+        let reg = synced_registration();
         // Fill the waiting segments so that the next push coalesces.
         for i in 1..=MAX_WAITING_SEGMENTS as u64 {
             reg.push(vec![update("filler", i)]);
@@ -545,12 +550,7 @@ mod tests {
 
     #[test]
     fn batches_past_the_waiting_limit_coalesce_and_every_key_keeps_its_order() {
-        let reg = Arc::new(Registration::<ConfigMap>::new(
-            1,
-            None,
-            Arc::new(AtomicBool::new(true)),
-            Default::default(),
-        ));
+        let reg = synced_registration();
         // Nothing is delivered yet: the thread starts after the pushes.
         let batches = MAX_WAITING_SEGMENTS as u64 + 2;
         for i in 1..=batches {

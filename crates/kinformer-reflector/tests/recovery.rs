@@ -560,6 +560,28 @@ async fn connection_refused_backs_off_until_the_server_listens() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_connection_refused_backs_off_and_rewatches_without_relist() {
+    let script = Arc::new(Script::default());
+    script.list(Reply::Json(list(10, vec![pod("a", 5)], None)));
+    let addr = fake_server_closing_after_first_list(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false));
+    eventually("watch refused twice", || h.metrics.get().backoffs >= 2).await;
+    assert!(h.informer.has_synced());
+    assert!(script.seen_watches().is_empty());
+    script.watch(Reply::lines_then_hang(vec![event("ADDED", pod("b", 11))]));
+    fake_server_at(script.clone(), addr).await;
+    eventually("b cached", || h.cache().len() == 2).await;
+    assert_eq!(script.seen_lists().len(), 1);
+    let w = script.seen_watches();
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].param("resourceVersion"), Some("10"));
+    let m = h.metrics.get();
+    assert_eq!(m.relists, 0, "{m:?}");
+    assert!(h.has_error("transport"), "{:?}", h.errors.lock());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_an_open_watch_promptly() {
     let script = Arc::new(Script::default());
     script.list(Reply::Json(list(3, vec![], None)));

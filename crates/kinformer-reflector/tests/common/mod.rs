@@ -271,6 +271,60 @@ pub async fn fake_server(script: Arc<Script>) -> SocketAddr {
     fake_server_at(script, "127.0.0.1:0".parse().unwrap()).await
 }
 
+/// Serves `script` on 127.0.0.1:0 until it has answered one LIST: that
+/// answer closes its connection, and before it is sent the server stops
+/// listening, so the next connection to the address is refused.
+pub async fn fake_server_closing_after_first_list(script: Arc<Script>) -> SocketAddr {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = Arc::new(Mutex::new(Some((stop_tx, closed_rx))));
+    let close_after_list = move |req: Request, next: axum::middleware::Next| {
+        let stop = Arc::clone(&stop);
+        async move {
+            let is_list = !is_watch_request(&req);
+            let mut resp = next.run(req).await;
+            if is_list {
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                let stopping = stop.lock().take();
+                if let Some((stop_tx, closed_rx)) = stopping {
+                    let _ = stop_tx.send(());
+                    // The listener is closed before the client can read the
+                    // answer and connect again.
+                    let _ = closed_rx.await;
+                }
+            }
+            resp
+        }
+    };
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(script)
+        .layer(axum::middleware::from_fn(close_after_list));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let local = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = axum::serve(listener, app) => {}
+            _ = stop_rx => {}
+        }
+        // The serve future, and with it the listener, is dropped here;
+        // connections already accepted live on in their own tasks.
+        let _ = closed_tx.send(());
+    });
+    local
+}
+
+fn is_watch_request(req: &Request) -> bool {
+    Seen {
+        path: String::new(),
+        query: form_urlencoded_pairs(req.uri().query().unwrap_or("")),
+    }
+    .is_watch()
+}
+
 /// A kube client for `http://addr` without client-side retries.
 pub fn client(addr: SocketAddr) -> Client {
     let mut cfg = kube::Config::new(format!("http://{addr}").parse().unwrap());

@@ -236,8 +236,9 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     }
 
     /// Registers a handler with its own resync period (at least
-    /// [`MIN_RESYNC_PERIOD`]; `None` for no resync). A handler added after
-    /// the cache has objects first receives `on_add(obj, true)` for each.
+    /// [`MIN_RESYNC_PERIOD`]; `None` or zero for no resync, as a zero period
+    /// is in client-go). A handler added after the cache has objects first
+    /// receives `on_add(obj, true)` for each.
     pub fn add_event_handler_with_resync(
         &self,
         handler: impl ResourceEventHandler<K>,
@@ -246,7 +247,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         if self.inner.stopped.load(Ordering::SeqCst) {
             return Err(InformerError::ShutDown);
         }
-        let resync = resync.map(|p| {
+        let resync = resync.filter(|p| !p.is_zero()).map(|p| {
             if p < MIN_RESYNC_PERIOD {
                 tracing::warn!(requested = ?p, "resync period raised to the minimum of 1 s");
             }

@@ -106,6 +106,23 @@ fn replace_while_a_delete_is_queued() {
 }
 
 #[test]
+fn replace_listing_a_key_whose_delete_is_queued_keeps_the_delete_first() {
+    let (f, indexer) = fifo();
+    seed_cache(&indexer, &[cm("a", 1)]);
+    // Deleted, then created again before the relist's snapshot.
+    f.delete(cm("a", 2)).unwrap();
+    f.replace(vec![cm("a", 3)], "5").unwrap();
+    assert_eq!(
+        pop_now(&f).unwrap(),
+        (
+            "ns/a".into(),
+            vec![(Deleted, 2, false), (Replaced, 3, false)]
+        )
+    );
+    assert!(pop_now(&f).is_none());
+}
+
+#[test]
 fn resync_of_a_non_existing_key_queues_nothing() {
     let (f, _) = fifo();
     assert_eq!(f.resync(), 0);

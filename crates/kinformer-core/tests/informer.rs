@@ -11,7 +11,8 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{
-    EventHandlerFns, MAX_WAITING_SEGMENTS, ObjectKey, Reclaimer, SharedIndexInformer,
+    EventHandlerFns, MAX_WAITING_SEGMENTS, MIN_RESYNC_PERIOD, ObjectKey, Reclaimer,
+    SharedIndexInformer,
 };
 
 const T: Duration = Duration::from_secs(10);
@@ -346,6 +347,35 @@ fn per_handler_resync_periods() {
         0,
         "no resync for a handler without a period"
     );
+    inf.shutdown();
+}
+
+#[test]
+fn resync_periods_below_the_minimum_are_raised_and_zero_means_none() {
+    let inf = informer();
+    let period = |p: Option<Duration>| {
+        inf.add_event_handler_with_resync(EventHandlerFns::new(), p)
+            .unwrap()
+            .resync_period()
+    };
+    assert_eq!(
+        period(Some(Duration::from_millis(10))),
+        Some(MIN_RESYNC_PERIOD)
+    );
+    assert_eq!(
+        period(Some(Duration::from_secs(7))),
+        Some(Duration::from_secs(7))
+    );
+    assert_eq!(period(Some(Duration::ZERO)), None);
+    assert_eq!(period(None), None);
+    let with_default = SharedIndexInformer::<ConfigMap>::builder()
+        .default_resync(Some(Duration::from_millis(1)))
+        .build();
+    let reg = with_default
+        .add_event_handler(EventHandlerFns::new())
+        .unwrap();
+    assert_eq!(reg.resync_period(), Some(MIN_RESYNC_PERIOD));
+    with_default.shutdown();
     inf.shutdown();
 }
 

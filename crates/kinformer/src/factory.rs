@@ -60,7 +60,7 @@ impl FactoryBuilder {
         self
     }
 
-    /// The resync period of handlers registered without one.
+    /// The resync period of handlers registered without one (zero: none).
     pub fn default_resync(mut self, period: Duration) -> Self {
         self.resync = Some(period);
         self

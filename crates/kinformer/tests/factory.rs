@@ -188,6 +188,62 @@ async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transform_applies_to_watched_adds_updates_and_deletes() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = SharedInformerFactory::builder(client)
+        .threads_per_informer(1)
+        .reflector_config(fast())
+        .transform_meta(kinformer::strip_managed_fields)
+        .build();
+    let pods = f.informer::<Pod>();
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    let kept = |p: &Pod| p.metadata.managed_fields.is_some();
+    let (a, u, d) = (seen.clone(), seen.clone(), seen.clone());
+    pods.add_event_handler(
+        EventHandlerFns::new()
+            .on_add(move |p: &Arc<Pod>, initial| {
+                if !initial {
+                    a.lock().push(format!("add {} {}", name(p), kept(p)));
+                }
+            })
+            .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| {
+                let kept = (kept(old), kept(new));
+                u.lock().push(format!("update {} {kept:?}", name(new)));
+            })
+            .on_delete(move |gone| {
+                let p = gone.object();
+                d.lock().push(format!("delete {} {}", name(p), kept(p)));
+            }),
+    )
+    .unwrap();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let h = sim.handle();
+    h.create("pods", pod("default", "late", "web", "node-2"))
+        .unwrap();
+    let relabel = json!({"metadata": {"labels": {"app": "web2"}}});
+    let patched = h.patch("pods", "default", "web-1", &relabel).unwrap();
+    assert!(patched.to_value().unwrap()["metadata"]["managedFields"].is_array());
+    h.delete("pods", "default", "db-1").unwrap();
+    let want = [
+        "add late false",
+        "update web-1 (false, false)",
+        "delete db-1 false",
+    ];
+    let deadline = tokio::time::Instant::now() + SYNC;
+    while seen.lock().len() < want.len() {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", seen.lock());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*seen.lock(), want);
+    let cached = pods.indexer().get("default/web-1").unwrap();
+    assert!(cached.metadata.managed_fields.is_none());
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handlers_before_and_after_start_see_every_object() {
     let (sim, client) = sim().await;
     fill(&sim);

@@ -227,6 +227,8 @@ trait Cache<K>: Send + Sync + 'static {
     fn seen_rv(&self) -> u64;
     fn relists(&self) -> u64;
     fn watch_restarts(&self) -> u64;
+    /// Deltas applied and batches published so far (`None`: not counted).
+    fn batches(&self) -> Option<(u64, u64)>;
     fn shutdown(&self);
 }
 
@@ -287,6 +289,10 @@ impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
     }
     fn watch_restarts(&self) -> u64 {
         self.reflector().map_or(0, |m| m.watch_restarts)
+    }
+    fn batches(&self) -> Option<(u64, u64)> {
+        let m = self.informer.metrics();
+        Some((m.deltas_processed, m.batches))
     }
     fn shutdown(&self) {
         self.factory.shutdown_blocking();
@@ -349,6 +355,9 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
     }
     fn watch_restarts(&self) -> u64 {
         self.feed.errors.load(Ordering::Relaxed)
+    }
+    fn batches(&self) -> Option<(u64, u64)> {
+        None
     }
     fn shutdown(&self) {
         self.task.abort();
@@ -413,6 +422,7 @@ where
     };
     let reader_cache = Arc::clone(&caches[0]);
     let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
+    let batches_before = caches[0].batches();
     let start = Instant::now();
     let changes = match burst_made {
         Some(n) => {
@@ -433,6 +443,10 @@ where
         caches.iter().all(|c| c.seen_rv() >= target && c.drained())
     });
     let churn_seconds = start.elapsed().as_secs_f64();
+    let deltas_per_batch = caches[0]
+        .batches()
+        .zip(batches_before)
+        .and_then(|((d1, b1), (d0, b0))| (b1 > b0).then(|| (d1 - d0) as f64 / (b1 - b0) as f64));
     let reads = readers.stop();
     if !caught_up {
         tracing::warn!("the cache did not reach the source's resourceVersion within 120 s");
@@ -500,6 +514,7 @@ where
         watch_restarts: caches.iter().map(|c| c.watch_restarts()).sum(),
         faults_injected,
         handler_panics: caches.iter().map(|c| c.handler_panics()).sum(),
+        deltas_per_batch,
         cache_matches_source: mismatches == 0,
     };
     caches.iter().for_each(|c| c.shutdown());

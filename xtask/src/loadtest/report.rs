@@ -61,6 +61,9 @@ pub struct Report {
     pub faults_injected: u64,
     /// Handler panics caught.
     pub handler_panics: u64,
+    /// Deltas per batch the first informer's pool applied while the clock
+    /// ran (`None` for kube-rs, or when no batch was published then).
+    pub deltas_per_batch: Option<f64>,
     /// True only after every key and resourceVersion of the cache was
     /// compared with the source.
     pub cache_matches_source: bool,
@@ -126,6 +129,11 @@ impl Report {
                 },
             ),
             ("CPU", format!("{:.1} s", self.cpu_seconds)),
+            (
+                "deltas per batch",
+                self.deltas_per_batch
+                    .map_or_else(|| "-".into(), |d| format!("{d:.0}")),
+            ),
             (
                 "relists / watch restarts",
                 format!("{} / {}", self.relists, self.watch_restarts),

@@ -256,6 +256,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         watch_restarts: 0,
         faults_injected: 0,
         handler_panics,
+        deltas_per_batch: None,
         cache_matches_source: mismatches == 0,
     })
 }

@@ -402,7 +402,7 @@ where
     }
     let record = || {
         for s in &stats {
-            s.recording.store(true, Ordering::SeqCst);
+            s.start_recording(args.lag_warmup());
         }
     };
     // A burst's updates are committed before the clock starts.
@@ -500,6 +500,7 @@ where
         updates_per_second: stats[0].recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
         lag_p50_us: p50,
         lag_p99_us: p99,
+        lag_warmup_seconds: args.lag_warmup().as_secs_f64(),
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes().max(peak_rss),

@@ -29,6 +29,9 @@ pub struct LagStats {
     pub recorded: AtomicU64,
     /// Whether lag is being recorded (churn phase).
     pub recording: AtomicBool,
+    /// Lag is recorded only for changes committed from this time on
+    /// (nanoseconds since the Unix epoch; see `--lag-warmup`).
+    pub lag_from_unix_nanos: AtomicU64,
     /// Commit → handler latency in microseconds, recorded during churn.
     pub lag_us: Mutex<Histogram<u64>>,
 }
@@ -40,8 +43,18 @@ impl LagStats {
             events: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
             recording: AtomicBool::new(false),
+            lag_from_unix_nanos: AtomicU64::new(0),
             lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3)?),
         }))
+    }
+
+    /// Starts counting events; lag is recorded for changes committed
+    /// `lag_warmup` from now on.
+    pub fn start_recording(&self, lag_warmup: Duration) {
+        let from = now_unix_nanos() + lag_warmup.as_nanos();
+        self.lag_from_unix_nanos
+            .store(u64::try_from(from).unwrap_or(u64::MAX), Ordering::SeqCst);
+        self.recording.store(true, Ordering::SeqCst);
     }
 }
 
@@ -62,7 +75,8 @@ impl LagHandler {
             .as_ref()
             .and_then(|a| a.get(COMMIT_ANNOTATION))
             .and_then(|v| v.parse::<u128>().ok());
-        if let Some(commit) = commit {
+        let lag_from = u128::from(self.0.lag_from_unix_nanos.load(Ordering::Relaxed));
+        if let Some(commit) = commit.filter(|c| *c >= lag_from) {
             let lag_us = now_unix_nanos().saturating_sub(commit) / 1000;
             let _ = self
                 .0

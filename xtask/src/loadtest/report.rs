@@ -33,6 +33,8 @@ pub struct Report {
     pub lag_p50_us: u64,
     /// Source commit → handler call latency, 99th percentile, microseconds.
     pub lag_p99_us: u64,
+    /// Seconds at the start of the churn left out of the lag percentiles.
+    pub lag_warmup_seconds: f64,
     /// Lister reads per second during churn (all reader threads).
     pub reads_per_second: f64,
     /// Peak resident memory of this process while the informers synced,
@@ -106,6 +108,11 @@ impl Report {
                 "lag p50 / p99",
                 if self.burst {
                     "- (burst: includes the hold)".into()
+                } else if self.lag_warmup_seconds > 0.0 {
+                    format!(
+                        "{} us / {} us (after {} s)",
+                        self.lag_p50_us, self.lag_p99_us, self.lag_warmup_seconds
+                    )
                 } else {
                     format!("{} us / {} us", self.lag_p50_us, self.lag_p99_us)
                 },

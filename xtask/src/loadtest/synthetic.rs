@@ -124,7 +124,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     // Churn while readers query the cache.
     for u in &under {
         for (s, _) in &u.handlers {
-            s.recording.store(true, Ordering::SeqCst);
+            s.start_recording(args.lag_warmup());
         }
     }
     let indexer = under[0].informer.indexer();
@@ -243,6 +243,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         updates_per_second: recorded as f64 / churn_seconds,
         lag_p50_us: p50,
         lag_p99_us: p99,
+        lag_warmup_seconds: args.lag_warmup().as_secs_f64(),
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes(),

@@ -149,8 +149,8 @@ async fn wait_for_cache_sync_times_out_naming_the_unsynced_informers() {
     drop(sim);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
+/// A filled simulator, and a factory over it that strips `managedFields`.
+async fn filled_sim_and_stripping_factory() -> (RunningSim, SharedInformerFactory) {
     let (sim, client) = sim().await;
     fill(&sim);
     let f = SharedInformerFactory::builder(client)
@@ -158,6 +158,12 @@ async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
         .reflector_config(fast())
         .transform_meta(kinformer::strip_managed_fields)
         .build();
+    (sim, f)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
+    let (sim, f) = filled_sim_and_stripping_factory().await;
     let pods = f.informer::<Pod>();
     pods.add_indexers(vec![(
         "node".to_string(),
@@ -189,13 +195,7 @@ async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_transform_applies_to_watched_adds_updates_and_deletes() {
-    let (sim, client) = sim().await;
-    fill(&sim);
-    let f = SharedInformerFactory::builder(client)
-        .threads_per_informer(1)
-        .reflector_config(fast())
-        .transform_meta(kinformer::strip_managed_fields)
-        .build();
+    let (sim, f) = filled_sim_and_stripping_factory().await;
     let pods = f.informer::<Pod>();
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();

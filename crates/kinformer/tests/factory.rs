@@ -163,7 +163,7 @@ async fn filled_sim_and_stripping_factory() -> (RunningSim, SharedInformerFactor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listers_get_list_by_labels_and_namespace_and_indexers_work() {
-    let (sim, f) = filled_sim_and_stripping_factory().await;
+    let (_sim, f) = filled_sim_and_stripping_factory().await;
     let pods = f.informer::<Pod>();
     pods.add_indexers(vec![(
         "node".to_string(),

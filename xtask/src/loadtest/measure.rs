@@ -186,3 +186,41 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn committed_now() -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.annotations = Some(
+            [(COMMIT_ANNOTATION.to_string(), now_unix_nanos().to_string())]
+                .into_iter()
+                .collect(),
+        );
+        cm
+    }
+
+    #[test]
+    fn changes_committed_during_the_lag_warmup_count_but_are_not_in_the_lag() {
+        let stats = LagStats::new().unwrap();
+        let handler = LagHandler(Arc::clone(&stats));
+        handler.observe(&committed_now());
+        assert_eq!(
+            stats.recorded.load(Ordering::Relaxed),
+            0,
+            "not recording yet"
+        );
+        stats.start_recording(Duration::from_secs(3600));
+        handler.observe(&committed_now());
+        assert_eq!(stats.recorded.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.lag_us.lock().len(), 0, "committed within the warm-up");
+        stats.start_recording(Duration::ZERO);
+        handler.observe(&committed_now());
+        assert_eq!(stats.recorded.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.lag_us.lock().len(), 1);
+        assert_eq!(stats.events.load(Ordering::Relaxed), 3);
+    }
+}

@@ -17,6 +17,7 @@
 //! - [`scope`]: the per-thread decode scope and the size estimates.
 //! - [`global`]: [`ObjectArenas`], the `GlobalAlloc` that ties them together.
 //! - [`prefetch`]: asking for a cold object's chunk before dropping it.
+//! - [`spare`]: new chunks made ready after a sync, for the burst that follows.
 //!
 //! Without [`ObjectArenas`] installed, [`with_object_arena`] only runs its
 //! closure.
@@ -31,6 +32,8 @@ pub mod prefetch;
 pub mod region;
 #[cfg(not(loom))]
 pub mod scope;
+#[cfg(not(loom))]
+pub mod spare;
 
 #[cfg(not(loom))]
 pub use global::ObjectArenas;
@@ -38,3 +41,5 @@ pub use global::ObjectArenas;
 pub use prefetch::{prefetch_chunk, prefetch_value};
 #[cfg(not(loom))]
 pub use scope::{set_enabled, with_object_arena};
+#[cfg(not(loom))]
+pub use spare::top_up_spare_chunks;

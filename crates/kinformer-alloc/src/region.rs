@@ -144,13 +144,7 @@ impl Region {
                     .filter(|&c| chunk_size(c) >= at_least),
             )
             .find_map(|c| Some((self.pop(c)?, c)))
-            .or_else(|| {
-                let span = self.classes.get(class)?;
-                let i = span.cut.fetch_add(1, Ordering::Relaxed);
-                let size = chunk_size(class);
-                ((i + 1) * size <= 1 << SPAN_SHIFT)
-                    .then(|| (base + (class << SPAN_SHIFT) + i * size, class))
-            })?;
+            .or_else(|| Some((self.cut(base, class)?, class)))?;
         // SAFETY: the chunk is ours (fresh, or off the free list: no part
         // of it is live) and starts 64-aligned in the reserved range.
         unsafe {
@@ -160,6 +154,52 @@ impl Region {
             });
         }
         Some((chunk, chunk_size(class)))
+    }
+
+    /// A new chunk of `class`, never handed out before (`None` when the
+    /// span is used up).
+    fn cut(&self, base: usize, class: usize) -> Option<usize> {
+        let span = self.classes.get(class)?;
+        let i = span.cut.fetch_add(1, Ordering::Relaxed);
+        let size = chunk_size(class);
+        ((i + 1) * size <= 1 << SPAN_SHIFT).then(|| base + (class << SPAN_SHIFT) + i * size)
+    }
+
+    /// Cuts new chunks, touches their pages and puts them on the free
+    /// lists, until each class's free list holds `per_mille` thousandths of
+    /// the chunks cut in that class so far, or `budget` bytes were cut.
+    /// Returns whether more is wanted (call again). Does nothing before the
+    /// range is reserved (no chunk was ever taken: the arenas are not in use).
+    ///
+    /// A chunk's pages are touched here, so that the thread that takes the
+    /// chunk later does not wait for the kernel to supply them.
+    pub fn top_up(&self, per_mille: usize, budget: usize) -> bool {
+        let base = self.base.load(Ordering::Acquire);
+        if base == 0 {
+            return false;
+        }
+        let mut spent = 0;
+        for (class, span) in self.classes.iter().enumerate() {
+            let size = chunk_size(class);
+            let cut = span
+                .cut
+                .load(Ordering::Relaxed)
+                .min((1 << SPAN_SHIFT) / size);
+            let want = cut * per_mille / 1000;
+            while span.free_len.load(Ordering::Relaxed) < want {
+                if spent + size > budget {
+                    return true;
+                }
+                let Some(chunk) = self.cut(base, class) else {
+                    break;
+                };
+                touch(chunk, size);
+                spent += size;
+                // SAFETY: a new chunk: nothing of it was ever handed out.
+                unsafe { self.give_back(chunk) };
+            }
+        }
+        false
     }
 
     /// Puts a chunk whose count reached zero on its class's free list.
@@ -236,6 +276,19 @@ impl Region {
         }
     }
 }
+
+/// Writes one byte in each page of the chunk at `chunk` (`size` bytes),
+/// so that the kernel supplies the pages now.
+fn touch(chunk: usize, size: usize) {
+    for page in (chunk..chunk + size).step_by(PAGE) {
+        // SAFETY: the chunk lies in the reserved, writable range and is
+        // nobody's yet (the caller just cut it).
+        unsafe { std::ptr::write_volatile(page as *mut u8, 0) };
+    }
+}
+
+/// The smallest page size the kernel maps.
+const PAGE: usize = 4096;
 
 #[cfg(not(miri))]
 fn reserve() -> Option<usize> {
@@ -326,6 +379,30 @@ mod tests {
         assert_ne!(REGION.chunk_span(chunk + size), Some((chunk, size)));
         let outside = 7u64;
         assert_eq!(REGION.chunk_span(&raw const outside as usize), None);
+    }
+
+    #[test]
+    fn top_up_fills_each_free_list_to_its_share_of_the_cut_chunks() {
+        static REGION: Region = Region::new();
+        assert!(!REGION.top_up(10, usize::MAX), "nothing before the range");
+        assert_eq!(REGION.stats(), RegionStats::default());
+
+        let taken: Vec<_> = (0..500).map(|_| REGION.take(5, 0)).collect();
+        let (_, small) = REGION.take(40, 0).expect("cut");
+        // 10 per mille of 500 chunks: 5; of one chunk: none.
+        let size = chunk_size(5);
+        assert!(REGION.top_up(10, 3 * size), "the budget ends it early");
+        assert_eq!(REGION.stats().free_bytes, 3 * size);
+        assert!(!REGION.top_up(10, usize::MAX));
+        assert_eq!(REGION.stats().free_bytes, 5 * size);
+        assert!(!REGION.top_up(10, usize::MAX), "already topped up");
+        assert_eq!(REGION.stats().free_bytes, 5 * size);
+        assert_eq!(small, chunk_size(40));
+
+        // The spare chunks are new ones, and are what `take` hands out next.
+        let (spare, _) = REGION.take(5, 0).expect("a spare chunk");
+        assert!(taken.iter().all(|t| t.map(|(c, _)| c) != Some(spare)));
+        assert_eq!(REGION.stats().free_bytes, 4 * size);
     }
 
     #[test]

@@ -118,6 +118,18 @@ impl DecodePool {
         }
     }
 
+    /// Makes spare object-arena chunks ready on the pool's threads (see
+    /// [`kinformer_alloc::spare`]): a step at a time, each behind the jobs
+    /// already queued, so that the updates after a sync find chunks whose
+    /// pages the kernel has already supplied. Does nothing unless the
+    /// process uses [`kinformer_alloc::ObjectArenas`].
+    pub fn top_up_spare_chunks(&self) {
+        if let Some(jobs) = &self.jobs {
+            let shard = self.next.fetch_add(1, Ordering::Relaxed);
+            send(jobs, shard, top_up_step(Arc::downgrade(jobs), shard));
+        }
+    }
+
     /// A [`Reclaimer`] for informers fed by this pool: objects are dropped
     /// on the thread of their key's shard, the one that decoded them.
     /// Once the pool is gone, objects are dropped where they are handed in.
@@ -166,6 +178,18 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
     }
 }
 
+/// One step of [`DecodePool::top_up_spare_chunks`]; queues the next step
+/// on the next thread while more is wanted and the pool is open.
+fn top_up_step(jobs: Weak<[Sender<Job>]>, shard: usize) -> Job {
+    Box::new(move || {
+        if kinformer_alloc::top_up_spare_chunks()
+            && let Some(open) = jobs.upgrade()
+        {
+            send(&open, shard + 1, top_up_step(jobs, shard + 1));
+        }
+    })
+}
+
 /// Drops `objects` in order, asking for each one's memory while the one
 /// before it is dropped.
 fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>) {
@@ -206,8 +230,8 @@ fn work(rx: &Receiver<Job>) {
 
 impl Drop for DecodePool {
     fn drop(&mut self) {
-        // Closes the queues (a reclaimer's upgrade keeps them open only for
-        // the few sends it is making).
+        // Closes the queues (the upgrade of a reclaimer or of a top-up
+        // step keeps them open only for the few sends it is making).
         self.jobs.take();
         let me = std::thread::current().id();
         for h in self.threads.get_mut().drain(..) {

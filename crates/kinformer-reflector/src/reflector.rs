@@ -548,10 +548,15 @@ where
         self.apply(session.push(run.drain(..)))
     }
 
+    /// Counts a completed list, and has the decode pool make spare chunks
+    /// ready for the updates that follow it.
     pub(crate) fn count_sync(&self, st: &mut State) {
         if st.synced_once {
             bump(&self.counters().relists);
         }
         st.synced_once = true;
+        if let Some(pool) = &self.pool {
+            pool.top_up_spare_chunks();
+        }
     }
 }

@@ -492,6 +492,7 @@ where
         object_arenas: !args.no_object_arenas && args.implementation == Impl::Kinformer,
         kind: args.kind.clone(),
         objects: args.objects,
+        sim_history: matches!(server, Server::Sim(..)).then_some(args.sim_history),
         informers: caches.len(),
         handlers: args.handlers,
         initial_sync_seconds,

@@ -104,6 +104,13 @@ pub struct LoadtestArgs {
     /// first time (docs/benchmarks.md, session 19); 0 records every change.
     #[arg(long, default_value_t = 0.0)]
     pub lag_warmup: f64,
+    /// Watch events the simulator keeps for watches that resume (sim
+    /// source). kube-apiserver 1.37 keeps at most 102,400 per resource in
+    /// its watch cache; the default keeps a whole 1M burst. Every kept event
+    /// is memory the simulator touches for the first time, on the same
+    /// cores as the informer (docs/benchmarks.md, session 20).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub sim_history: usize,
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,

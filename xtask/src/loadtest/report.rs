@@ -16,6 +16,8 @@ pub struct Report {
     /// Whether decoded objects were laid out in per-object chunks
     /// (`kinformer_alloc`'s object arenas; kinformer only).
     pub object_arenas: bool,
+    /// Watch events the simulator kept for resuming watches (sim source).
+    pub sim_history: Option<usize>,
     /// Informers run side by side.
     pub informers: usize,
     /// Handlers per informer.
@@ -83,6 +85,10 @@ impl Report {
             (
                 "object arenas",
                 if self.object_arenas { "on" } else { "off" }.to_string(),
+            ),
+            (
+                "sim history (events)",
+                self.sim_history.map_or("-".into(), |n| n.to_string()),
             ),
             (
                 "informers x handlers",

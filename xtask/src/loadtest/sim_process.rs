@@ -59,7 +59,7 @@ impl SimProcess {
             .args(["--namespaces", &super::pods::NAMESPACES.to_string()])
             .args(["--faults", args.faults.as_deref().unwrap_or("none")])
             .args(["--bookmark-interval", "5"])
-            .args(["--history", "1000000"])
+            .args(["--history", &args.sim_history.to_string()])
             .arg("--exit-with-parent")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

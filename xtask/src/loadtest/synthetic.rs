@@ -235,6 +235,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         object_arenas: !args.no_object_arenas,
         kind: args.kind.clone(),
         objects: n,
+        sim_history: None,
         informers: under.len(),
         handlers: args.handlers,
         initial_sync_seconds,

@@ -69,6 +69,16 @@ struct Class {
     free_len: AtomicUsize,
 }
 
+impl Class {
+    /// Chunks of `size` bytes cut from the span so far (a failed cut past
+    /// the span's end still counted up `cut`).
+    fn chunks_cut(&self, size: usize) -> usize {
+        self.cut
+            .load(Ordering::Relaxed)
+            .min((1 << SPAN_SHIFT) / size)
+    }
+}
+
 /// How much of the region is in use (see [`Region::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegionStats {
@@ -181,11 +191,7 @@ impl Region {
         let mut spent = 0;
         for (class, span) in self.classes.iter().enumerate() {
             let size = chunk_size(class);
-            let cut = span
-                .cut
-                .load(Ordering::Relaxed)
-                .min((1 << SPAN_SHIFT) / size);
-            let want = cut * per_mille / 1000;
+            let want = span.chunks_cut(size) * per_mille / 1000;
             while span.free_len.load(Ordering::Relaxed) < want {
                 if spent + size > budget {
                     return true;
@@ -205,7 +211,8 @@ impl Region {
     /// Puts a chunk whose count reached zero on its class's free list.
     ///
     /// # Safety
-    /// `chunk` came from [`Region::take`] and nothing of it is live.
+    /// `chunk` came from [`Region::take`] (or was cut for
+    /// [`Region::top_up`]) and nothing of it is live.
     pub unsafe fn give_back(&self, chunk: usize) {
         let class = (chunk - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
         let Some(span) = self.classes.get(class) else {
@@ -224,11 +231,7 @@ impl Region {
         let mut stats = RegionStats::default();
         for (class, span) in self.classes.iter().enumerate() {
             let size = chunk_size(class);
-            let cut = span
-                .cut
-                .load(Ordering::Relaxed)
-                .min((1 << SPAN_SHIFT) / size);
-            stats.cut_bytes += cut * size;
+            stats.cut_bytes += span.chunks_cut(size) * size;
             stats.free_bytes += span.free_len.load(Ordering::Relaxed) * size;
         }
         stats

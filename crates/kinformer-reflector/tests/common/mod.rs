@@ -17,8 +17,8 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{DeletedObject, EventHandlerFns, SharedIndexInformer};
 use kinformer_reflector::{
-    BackoffConfig, CancellationToken, ListWatchTarget, MetricsHandle, Reflector, ReflectorConfig,
-    ReflectorError,
+    BackoffConfig, CancellationToken, DecodePool, ListWatchTarget, MetricsHandle, Reflector,
+    ReflectorConfig, ReflectorError,
 };
 use kube::Client;
 use parking_lot::Mutex;
@@ -376,6 +376,25 @@ impl Harness {
     }
 
     pub fn start_target(client: Client, config: ReflectorConfig, target: ListWatchTarget) -> Self {
+        Self::start_full(client, config, target, None)
+    }
+
+    /// As [`Harness::start`], decoding on `pool`'s threads.
+    pub fn start_pooled(client: Client, config: ReflectorConfig, pool: Arc<DecodePool>) -> Self {
+        Self::start_full(
+            client,
+            config,
+            ListWatchTarget::of::<Pod>(&(), None),
+            Some(pool),
+        )
+    }
+
+    fn start_full(
+        client: Client,
+        config: ReflectorConfig,
+        target: ListWatchTarget,
+        pool: Option<Arc<DecodePool>>,
+    ) -> Self {
         let informer = SharedIndexInformer::<Pod>::builder().threads(1).build();
         let events = Arc::new(Mutex::new(Vec::new()));
         let (a, u, d) = (events.clone(), events.clone(), events.clone());
@@ -399,7 +418,11 @@ impl Harness {
         informer.start().unwrap();
         let errors = Arc::new(Mutex::new(Vec::new()));
         let errs = errors.clone();
-        let reflector = Reflector::new(client, target, Arc::clone(informer.queue()))
+        let mut reflector = Reflector::new(client, target, Arc::clone(informer.queue()));
+        if let Some(pool) = pool {
+            reflector = reflector.decode_pool(pool);
+        }
+        let reflector = reflector
             .config(config)
             .on_watch_error(move |e: &ReflectorError| {
                 errs.lock().push(format!("{}: {e}", e.kind()))

@@ -177,7 +177,8 @@ impl Region {
 
     /// Cuts new chunks, touches their pages and puts them on the free
     /// lists, until each class's free list holds `per_mille` thousandths of
-    /// the chunks cut in that class so far, or `budget` bytes were cut.
+    /// the chunks cut in that class so far, or `budget` bytes were cut (at
+    /// least one chunk per call, so that calling again always gets further).
     /// Returns whether more is wanted (call again). Does nothing before the
     /// range is reserved (no chunk was ever taken: the arenas are not in use).
     ///
@@ -193,7 +194,7 @@ impl Region {
             let size = chunk_size(class);
             let want = span.chunks_cut(size) * per_mille / 1000;
             while span.free_len.load(Ordering::Relaxed) < want {
-                if spent + size > budget {
+                if spent > 0 && spent + size > budget {
                     return true;
                 }
                 let Some(chunk) = self.cut(base, class) else {
@@ -394,7 +395,12 @@ mod tests {
         let (_, small) = REGION.take(40, 0).expect("cut");
         // 10 per mille of 500 chunks: 5; of one chunk: none.
         let size = chunk_size(5);
-        assert!(REGION.top_up(10, 3 * size), "the budget ends it early");
+        assert!(
+            REGION.top_up(10, 0),
+            "a budget under one chunk still cuts one"
+        );
+        assert_eq!(REGION.stats().free_bytes, size);
+        assert!(REGION.top_up(10, 2 * size), "the budget ends it early");
         assert_eq!(REGION.stats().free_bytes, 3 * size);
         assert!(!REGION.top_up(10, usize::MAX));
         assert_eq!(REGION.stats().free_bytes, 5 * size);

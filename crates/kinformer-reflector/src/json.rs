@@ -69,9 +69,21 @@ pub fn from_slice<K: DeserializeOwned>(
     skip_managed_fields: bool,
 ) -> Result<K, JsonError> {
     let skip = skip_managed_fields.then_some(Shape::Object);
-    with_document(bytes, skip, |de| {
+    with_document(bytes, skip, Arena::Object, |de| {
         crate::prune::deserialize_object(de, skip_managed_fields)
     })
+}
+
+/// Whether a document's decoded parts go into an object arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arena {
+    /// An object to cache (or a watch line holding one): its parts go into
+    /// a chunk of their own, sized from the objects before it.
+    Object,
+    /// Something small and short-lived (a bookmark): decoded outside the
+    /// arenas, so that it does not teach the size estimate a size no
+    /// object has.
+    Outside,
 }
 
 /// Parses `bytes` (checking the nesting depth) and hands the deserializer
@@ -81,6 +93,7 @@ pub fn from_slice<K: DeserializeOwned>(
 pub(crate) fn with_document<T, F>(
     bytes: &[u8],
     skip_managed_fields: Option<Shape>,
+    arena: Arena,
     f: F,
 ) -> Result<T, JsonError>
 where
@@ -90,14 +103,21 @@ where
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => {
             let Scratch { input, buffers } = &mut *scratch;
-            let decoded = parse(bytes, cut, input, buffers, f);
+            let decoded = parse(bytes, cut, input, buffers, arena, f);
             if input.capacity() > KEEP_BYTES {
                 *scratch = Scratch::default();
             }
             decoded
         }
         // Only reached if a `Deserialize` impl decodes JSON itself.
-        Err(_) => parse(bytes, cut, &mut Vec::new(), &mut Buffers::default(), f),
+        Err(_) => parse(
+            bytes,
+            cut,
+            &mut Vec::new(),
+            &mut Buffers::default(),
+            arena,
+            f,
+        ),
     })
 }
 
@@ -106,6 +126,7 @@ fn parse<T, F>(
     cut: Option<Range<usize>>,
     input: &mut Vec<u8>,
     buffers: &mut Buffers,
+    arena: Arena,
     f: F,
 ) -> Result<T, JsonError>
 where
@@ -122,7 +143,10 @@ where
     }
     // The decoded object's parts go into chunks of their own when the
     // process runs `kinformer_alloc::ObjectArenas`.
-    Ok(kinformer_alloc::with_object_arena(len, || f(&mut de))?)
+    Ok(match arena {
+        Arena::Object => kinformer_alloc::with_object_arena(len, || f(&mut de))?,
+        Arena::Outside => f(&mut de)?,
+    })
 }
 
 /// Whether the document parsed, `bytes` without `cut`, nests deeper than

@@ -70,3 +70,36 @@ fn replacing_objects_reuses_their_chunks() {
         .collect();
     assert_eq!(names.len(), 64);
 }
+
+#[test]
+fn a_bookmark_between_objects_leaves_their_chunk_size_alone() {
+    let line = |i: usize| {
+        [
+            br#"{"type":"MODIFIED","object":"#.as_slice(),
+            &template(i),
+            b"}",
+        ]
+        .concat()
+    };
+    // The size of the chunk holding a decoded Pod's name; the Pods are kept,
+    // so that no freed chunk is there to be reused.
+    let mut held = Vec::new();
+    let mut chunk_size = |i: usize| {
+        let WatchEvent::Modified(pod) = decode_event_with::<Pod>(&line(i), false).unwrap() else {
+            panic!("not a MODIFIED event");
+        };
+        let name = pod.metadata.name.as_ref().unwrap().as_ptr() as usize;
+        held.push(pod);
+        REGION.chunk_span(name).unwrap().1
+    };
+    let learned: Vec<usize> = (0..40).map(&mut chunk_size).collect();
+    let steady = learned[39];
+    assert_eq!(learned[35..], [steady; 5], "the estimate settled");
+
+    let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12345"}}}"#;
+    assert!(matches!(
+        decode_event_with::<Pod>(bookmark, false),
+        Ok(WatchEvent::Bookmark { .. })
+    ));
+    assert_eq!(chunk_size(40), steady);
+}

@@ -17,11 +17,15 @@
 //! - [`scope`]: the per-thread decode scope and the size estimates.
 //! - [`global`]: [`ObjectArenas`], the `GlobalAlloc` that ties them together.
 //! - [`prefetch`]: asking for a cold object's chunk before dropping it.
-//! - [`spare`]: new chunks made ready after a sync, for the burst that follows.
+//! - [`ahead`]: each class's next pages populated before a cut needs them.
+//! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
+//!   threads seldom wait for the kernel's pages.
 //!
 //! Without [`ObjectArenas`] installed, [`with_object_arena`] only runs its
 //! closure.
 
+#[cfg(not(loom))]
+pub mod ahead;
 pub mod class;
 pub mod count;
 #[cfg(not(loom))]

@@ -21,9 +21,9 @@ use crate::count::LiveCount;
 /// Bytes of each class's span (16 GiB; small under Miri, which allocates
 /// the range for real).
 #[cfg(not(miri))]
-const SPAN_SHIFT: u32 = 34;
+pub(crate) const SPAN_SHIFT: u32 = 34;
 #[cfg(miri)]
-const SPAN_SHIFT: u32 = 18;
+pub(crate) const SPAN_SHIFT: u32 = 18;
 
 /// Bytes of the whole range.
 const RANGE: usize = CLASSES << SPAN_SHIFT;
@@ -53,26 +53,29 @@ pub const SMALLER: usize = 1;
 /// The reserved range and its per-class free lists.
 pub struct Region {
     /// Start of the range; 0 until reserved.
-    base: AtomicUsize,
+    pub(crate) base: AtomicUsize,
     /// The reservation was refused: chunks are never handed out.
     refused: AtomicBool,
-    classes: [Class; CLASSES],
+    pub(crate) classes: [Class; CLASSES],
 }
 
 /// One class's span.
-struct Class {
+pub(crate) struct Class {
     /// Chunks cut from the span so far.
     cut: AtomicUsize,
     /// Head of the free list (0: empty).
     free: Mutex<usize>,
     /// Chunks on the free list.
     free_len: AtomicUsize,
+    /// Bytes from the span's start whose pages were populated ahead of the
+    /// cuts (see [`crate::ahead`]).
+    pub(crate) populated: AtomicUsize,
 }
 
 impl Class {
     /// Chunks of `size` bytes cut from the span so far (a failed cut past
     /// the span's end still counted up `cut`).
-    fn chunks_cut(&self, size: usize) -> usize {
+    pub(crate) fn chunks_cut(&self, size: usize) -> usize {
         self.cut
             .load(Ordering::Relaxed)
             .min((1 << SPAN_SHIFT) / size)
@@ -92,7 +95,7 @@ pub struct RegionStats {
 pub static REGION: Region = Region::new();
 
 impl Region {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             base: AtomicUsize::new(0),
             refused: AtomicBool::new(false),
@@ -101,6 +104,7 @@ impl Region {
                     cut: AtomicUsize::new(0),
                     free: Mutex::new(0),
                     free_len: AtomicUsize::new(0),
+                    populated: AtomicUsize::new(0),
                 }
             }; CLASSES],
         }
@@ -177,7 +181,7 @@ impl Region {
 
     /// Cuts new chunks, touches their pages and puts them on the free
     /// lists, until each class's free list holds `per_mille` thousandths of
-    /// the chunks cut in that class so far, or `budget` bytes were cut (at
+    /// the chunks cut in that class so far (rounded up), or `budget` bytes were cut (at
     /// least one chunk per call, so that calling again always gets further).
     /// Returns whether more is wanted (call again). Does nothing before the
     /// range is reserved (no chunk was ever taken: the arenas are not in use).
@@ -192,7 +196,9 @@ impl Region {
         let mut spent = 0;
         for (class, span) in self.classes.iter().enumerate() {
             let size = chunk_size(class);
-            let want = span.chunks_cut(size) * per_mille / 1000;
+            // Rounded up: every class in use keeps at least one spare (and
+            // with it the huge page its next chunks are cut from).
+            let want = (span.chunks_cut(size) * per_mille).div_ceil(1000);
             while span.free_len.load(Ordering::Relaxed) < want {
                 if spent > 0 && spent + size > budget {
                     return true;
@@ -292,7 +298,7 @@ fn touch(chunk: usize, size: usize) {
 }
 
 /// The smallest page size the kernel maps.
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 #[cfg(not(miri))]
 fn reserve() -> Option<usize> {
@@ -393,7 +399,8 @@ mod tests {
 
         let taken: Vec<_> = (0..500).map(|_| REGION.take(5, 0)).collect();
         let (_, small) = REGION.take(40, 0).expect("cut");
-        // 10 per mille of 500 chunks: 5; of one chunk: none.
+        // 10 per mille, rounded up, of the chunks cut (the spares count
+        // too): 6 for the 500 (5.06 with the six); one for the one.
         let size = chunk_size(5);
         assert!(
             REGION.top_up(10, 0),
@@ -403,15 +410,15 @@ mod tests {
         assert!(REGION.top_up(10, 2 * size), "the budget ends it early");
         assert_eq!(REGION.stats().free_bytes, 3 * size);
         assert!(!REGION.top_up(10, usize::MAX));
-        assert_eq!(REGION.stats().free_bytes, 5 * size);
+        let topped = 6 * size + small;
+        assert_eq!(REGION.stats().free_bytes, topped);
         assert!(!REGION.top_up(10, usize::MAX), "already topped up");
-        assert_eq!(REGION.stats().free_bytes, 5 * size);
-        assert_eq!(small, chunk_size(40));
+        assert_eq!(REGION.stats().free_bytes, topped);
 
         // The spare chunks are new ones, and are what `take` hands out next.
         let (spare, _) = REGION.take(5, 0).expect("a spare chunk");
         assert!(taken.iter().all(|t| t.map(|(c, _)| c) != Some(spare)));
-        assert_eq!(REGION.stats().free_bytes, 4 * size);
+        assert_eq!(REGION.stats().free_bytes, topped - size);
     }
 
     #[test]

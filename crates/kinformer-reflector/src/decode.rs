@@ -11,7 +11,9 @@
 //! thread of its [shard](crate::shard), and the informer hands the objects
 //! it lets go of back to that thread through [`DecodePool::reclaimer`], so
 //! they are freed where they were allocated (cheaper for the allocator, and
-//! the freed memory is reused by the next objects decoded there).
+//! the freed memory is reused by the next objects decoded there). With the
+//! object arenas, a [`SpareKeeper`] thread beside them keeps new chunks
+//! ready, so that a decode thread seldom waits for the kernel's pages.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +21,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use kinformer_alloc::spare::SpareKeeper;
 use kinformer_core::{ObjectKey, Reclaimer};
 use kube_core::Resource;
 use parking_lot::Mutex;
@@ -47,10 +50,13 @@ pub struct DecodePool {
     next: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
     size: usize,
+    /// Keeps spare object-arena chunks ready (joined on drop).
+    spares: SpareKeeper,
 }
 
 impl DecodePool {
-    /// Starts `threads` decode threads (at least one) named `name-N`.
+    /// Starts `threads` decode threads (at least one) named `name-N`, and
+    /// the spare-chunk keeper, `name-spares`.
     pub fn new(threads: usize, name: &str) -> std::io::Result<Arc<Self>> {
         let size = threads.max(1);
         let mut jobs = Vec::with_capacity(size);
@@ -69,6 +75,7 @@ impl DecodePool {
             next: AtomicUsize::new(0),
             threads: Mutex::new(handles),
             size,
+            spares: SpareKeeper::start(&format!("{name}-spares"))?,
         }))
     }
 
@@ -118,16 +125,13 @@ impl DecodePool {
         }
     }
 
-    /// Makes spare object-arena chunks ready on the pool's threads (see
-    /// [`kinformer_alloc::spare`]): a step at a time, each behind the jobs
-    /// already queued, so that the updates after a sync find chunks whose
-    /// pages the kernel has already supplied. Does nothing unless the
-    /// process uses [`kinformer_alloc::ObjectArenas`].
+    /// Has the pool's [`SpareKeeper`] top the spare object-arena chunks up
+    /// now rather than at its next look (see [`kinformer_alloc::spare`]),
+    /// so that the updates after a sync find chunks whose pages the kernel
+    /// has already supplied. Does nothing unless the process uses
+    /// [`kinformer_alloc::ObjectArenas`].
     pub fn top_up_spare_chunks(&self) {
-        if let Some(jobs) = &self.jobs {
-            let shard = self.next.fetch_add(1, Ordering::Relaxed);
-            send(jobs, shard, top_up_step(Arc::downgrade(jobs), shard));
-        }
+        self.spares.wake();
     }
 
     /// A [`Reclaimer`] for informers fed by this pool: objects are dropped
@@ -178,18 +182,6 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
     }
 }
 
-/// One step of [`DecodePool::top_up_spare_chunks`]; queues the next step
-/// on the next thread while more is wanted and the pool is open.
-fn top_up_step(jobs: Weak<[Sender<Job>]>, shard: usize) -> Job {
-    Box::new(move || {
-        if kinformer_alloc::top_up_spare_chunks()
-            && let Some(open) = jobs.upgrade()
-        {
-            send(&open, shard + 1, top_up_step(jobs, shard + 1));
-        }
-    })
-}
-
 /// Drops `objects` in order, asking for each one's memory while the one
 /// before it is dropped.
 fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>) {
@@ -230,8 +222,9 @@ fn work(rx: &Receiver<Job>) {
 
 impl Drop for DecodePool {
     fn drop(&mut self) {
-        // Closes the queues (the upgrade of a reclaimer or of a top-up
-        // step keeps them open only for the few sends it is making).
+        // Closes the queues (the upgrade of a reclaimer keeps them open
+        // only for the few sends it is making). The keeper is joined when
+        // the fields drop.
         self.jobs.take();
         let me = std::thread::current().id();
         for h in self.threads.get_mut().drain(..) {

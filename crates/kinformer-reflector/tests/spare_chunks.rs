@@ -1,13 +1,13 @@
-//! The decode pool makes spare object-arena chunks ready, and the objects
-//! decoded next take them instead of new chunks (its own binary: the
-//! arenas are this process's global allocator, and no other test takes
-//! chunks meanwhile).
+//! The decode pool's keeper makes spare object-arena chunks ready without
+//! being asked, and makes them again after objects took them (its own
+//! binary: the arenas are this process's global allocator, and no other
+//! test takes chunks meanwhile).
 #![allow(clippy::unwrap_used)]
 
 use std::alloc::System;
 use std::time::{Duration, Instant};
 
-use kinformer_alloc::region::REGION;
+use kinformer_alloc::region::{REGION, RegionStats};
 use kinformer_alloc::{ObjectArenas, with_object_arena};
 use kinformer_reflector::DecodePool;
 
@@ -23,37 +23,41 @@ fn decode(i: usize) -> Vec<String> {
     })
 }
 
-#[test]
-fn after_a_top_up_the_next_objects_take_spare_chunks_not_new_ones() {
-    let pool = DecodePool::new(2, "spare-test").unwrap();
-    // Learn the size, then hold 3,000 objects: about 3,000 chunks of one
-    // class, none free.
-    drop((0..50).map(decode).collect::<Vec<_>>());
-    let held: Vec<_> = (0..3000).map(decode).collect();
-    let before = REGION.stats();
-    let chunk = before.cut_bytes / 3000;
-    assert!(before.free_bytes < 60 * chunk, "{before:?}");
-
-    pool.top_up_spare_chunks();
+/// Waits (up to 30 s) until `done` holds for the region's figures.
+fn wait_until(what: &str, done: impl Fn(RegionStats) -> bool) -> RegionStats {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while REGION.stats().free_bytes < before.free_bytes + 25 * chunk {
-        assert!(
-            Instant::now() < deadline,
-            "no spare chunks: {:?}",
-            REGION.stats()
-        );
+    loop {
+        let stats = REGION.stats();
+        if done(stats) {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "{what}: {stats:?}");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let topped = REGION.stats();
-    // Ten per thousand: about 30 chunks, not a few hundred.
-    assert!(
-        topped.free_bytes < before.free_bytes + 40 * chunk,
-        "{topped:?}"
-    );
+}
 
-    let more: Vec<_> = (0..20).map(decode).collect();
-    let after = REGION.stats();
-    assert_eq!(after.cut_bytes, topped.cut_bytes, "no chunk cut");
-    assert!(after.free_bytes < topped.free_bytes, "spare chunks taken");
-    drop((held, more));
+#[test]
+fn the_keeper_keeps_spare_chunks_ready_as_objects_take_them() {
+    let pool = DecodePool::new(2, "spare-test").unwrap();
+    // Learn the size, then hold 3,000 objects: about 3,000 chunks of one
+    // class.
+    drop((0..50).map(decode).collect::<Vec<_>>());
+    let mut held: Vec<_> = (0..3000).map(decode).collect();
+    let chunk = REGION.stats().cut_bytes / 3000;
+
+    // Nobody asks: the keeper's periodic look tops the class up to ten per
+    // thousand, about 30 chunks, and not a few hundred.
+    let topped = wait_until("no spare chunks", |s| s.free_bytes >= 25 * chunk);
+    assert!(topped.free_bytes < 40 * chunk, "{topped:?}");
+
+    // 25 more objects take the spares; the keeper makes new ones.
+    held.extend((3000..3025).map(decode));
+    let again = wait_until("spare chunks not made again", |s| {
+        s.free_bytes >= 25 * chunk && s.cut_bytes >= topped.cut_bytes + 20 * chunk
+    });
+    assert!(
+        again.cut_bytes < topped.cut_bytes + 60 * chunk,
+        "{again:?} after {topped:?}"
+    );
+    drop((pool, held));
 }

@@ -17,7 +17,6 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::class::chunk_size;
 use crate::region::{PAGE, Region, SPAN_SHIFT};
 
 /// The transparent huge page size on x86-64 and most arm64 kernels.
@@ -30,13 +29,11 @@ impl Region {
     /// Returns whether more is wanted (call again). Does nothing before the
     /// range is reserved.
     pub fn populate_ahead(&self, ahead: usize, budget: usize) -> bool {
-        let base = self.base.load(Ordering::Acquire);
-        if base == 0 {
+        let Some(base) = self.reserved() else {
             return false;
-        }
+        };
         let mut spent = 0;
-        for (class, span) in self.classes.iter().enumerate() {
-            let size = chunk_size(class);
+        for (class, span, size) in self.spans() {
             let cut = span.chunks_cut(size) * size;
             if cut == 0 {
                 continue;
@@ -87,6 +84,7 @@ fn populate(_addr: usize, _len: usize) {}
 #[cfg(all(test, target_os = "linux", not(miri)))]
 mod tests {
     use super::*;
+    use crate::class::chunk_size;
 
     /// Whether the page holding `addr` is in memory.
     fn resident(addr: usize) -> bool {

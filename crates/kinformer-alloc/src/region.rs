@@ -53,10 +53,10 @@ pub const SMALLER: usize = 1;
 /// The reserved range and its per-class free lists.
 pub struct Region {
     /// Start of the range; 0 until reserved.
-    pub(crate) base: AtomicUsize,
+    base: AtomicUsize,
     /// The reservation was refused: chunks are never handed out.
     refused: AtomicBool,
-    pub(crate) classes: [Class; CLASSES],
+    classes: [Class; CLASSES],
 }
 
 /// One class's span.
@@ -189,13 +189,11 @@ impl Region {
     /// A chunk's pages are touched here, so that the thread that takes the
     /// chunk later does not wait for the kernel to supply them.
     pub fn top_up(&self, per_mille: usize, budget: usize) -> bool {
-        let base = self.base.load(Ordering::Acquire);
-        if base == 0 {
+        let Some(base) = self.reserved() else {
             return false;
-        }
+        };
         let mut spent = 0;
-        for (class, span) in self.classes.iter().enumerate() {
-            let size = chunk_size(class);
+        for (class, span, size) in self.spans() {
             // Rounded up: every class in use keeps at least one spare (and
             // with it the huge page its next chunks are cut from).
             let want = (span.chunks_cut(size) * per_mille).div_ceil(1000);
@@ -213,6 +211,17 @@ impl Region {
             }
         }
         false
+    }
+
+    /// The range's start, once reserved (`None`: no chunk was ever taken).
+    pub(crate) fn reserved(&self) -> Option<usize> {
+        let base = self.base.load(Ordering::Acquire);
+        (base != 0).then_some(base)
+    }
+
+    /// Each class with its span and its chunk size.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, &Class, usize)> {
+        (self.classes.iter().enumerate()).map(|(class, span)| (class, span, chunk_size(class)))
     }
 
     /// Puts a chunk whose count reached zero on its class's free list.

@@ -13,7 +13,6 @@ use serde_json::value::RawValue;
 
 use crate::error::ReflectorError;
 use crate::event_line::{Line, LineSeed, ObjectEvent};
-use crate::json::Arena;
 use crate::managed_fields::Shape;
 use crate::transport::StatusBody;
 
@@ -89,9 +88,10 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
 ) -> Result<WatchEvent<K>, ReflectorError> {
     let in_object = Cell::new(false);
     let skip = skip_managed_fields.then_some(Shape::WatchLine);
-    let parsed = crate::json::with_document(line, skip, arena_for(line), |de| {
+    let parsed = crate::json::with_document(line, skip, |de, line_len| {
         LineSeed {
             skip_managed_fields,
+            line_len,
             in_object: &in_object,
             object: PhantomData,
         }
@@ -116,22 +116,6 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
         Line::Unknown(ty) => Err(ReflectorError::UnknownEventType(ty)),
         Line::MissingObject(ty) => Err(ReflectorError::MissingObject(ty)),
         Line::ObjectFirst => decode_event_in_two_passes(line, skip_managed_fields),
-    }
-}
-
-/// Where a watch line's parts go: a bookmark (as kube-apiserver writes it,
-/// type first) is decoded outside the object arenas. Anything else, a
-/// bookmark written in another order included, takes an arena: correct
-/// either way, but a bookmark in the arena pulls the size estimate of the
-/// objects after it down (each one a quarter of the way), and they are
-/// then cut from chunk classes no object used before, whose first pages
-/// the kernel must supply (a load test saw ~25 ms of a decode thread,
-/// every bookmark).
-fn arena_for(line: &[u8]) -> Arena {
-    if line.starts_with(br#"{"type":"BOOKMARK""#) {
-        Arena::Outside
-    } else {
-        Arena::Object
     }
 }
 
@@ -294,9 +278,10 @@ mod tests {
     /// object for a type-first line, and hand an object-first line back.
     fn one_pass(line: &[u8]) -> Line<Pod> {
         let in_object = Cell::new(false);
-        crate::json::with_document(line, None, Arena::Object, |de| {
+        crate::json::with_document(line, None, |de, line_len| {
             LineSeed {
                 skip_managed_fields: false,
+                line_len,
                 in_object: &in_object,
                 object: PhantomData,
             }

@@ -37,10 +37,12 @@ pub(crate) enum Line<K> {
     ObjectFirst,
 }
 
-/// Reads one line; `in_object` is set while the object is being decoded,
-/// so that a failure there can be told from a malformed line.
+/// Reads one line of `line_len` bytes (as parsed); `in_object` is set
+/// while the object is being decoded, so that a failure there can be told
+/// from a malformed line.
 pub(crate) struct LineSeed<'a, K> {
     pub(crate) skip_managed_fields: bool,
+    pub(crate) line_len: usize,
     pub(crate) in_object: &'a Cell<bool>,
     pub(crate) object: PhantomData<fn() -> K>,
 }
@@ -109,6 +111,7 @@ impl<K: DeserializeOwned> LineSeed<'_, K> {
         self.in_object.set(true);
         let obj = map.next_value_seed(ObjectSeed::<K> {
             skip_managed_fields: self.skip_managed_fields,
+            input_len: self.line_len.saturating_sub(FRAME_BYTES + ty.len()),
             object: PhantomData,
         })?;
         self.in_object.set(false);
@@ -116,9 +119,17 @@ impl<K: DeserializeOwned> LineSeed<'_, K> {
     }
 }
 
-/// Decodes the object itself, pruned or whole.
+/// The bytes of a line around its type and object, as the apiserver writes
+/// it: `{"type":"` and `","object":` before the object, `}` after it. What
+/// is left of a line's length is its object's, the size the object arena is
+/// given (an estimate for a line written another way).
+const FRAME_BYTES: usize = r#"{"type":"","object":}"#.len();
+
+/// Decodes the object itself, pruned or whole, into an object arena sized
+/// for `input_len` bytes of JSON.
 struct ObjectSeed<K> {
     skip_managed_fields: bool,
+    input_len: usize,
     object: PhantomData<fn() -> K>,
 }
 
@@ -126,7 +137,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
     type Value = K;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<K, D::Error> {
-        crate::prune::deserialize_object(de, self.skip_managed_fields)
+        crate::json::object_in_arena(de, self.skip_managed_fields, self.input_len)
     }
 }
 

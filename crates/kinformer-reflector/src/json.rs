@@ -69,55 +69,60 @@ pub fn from_slice<K: DeserializeOwned>(
     skip_managed_fields: bool,
 ) -> Result<K, JsonError> {
     let skip = skip_managed_fields.then_some(Shape::Object);
-    with_document(bytes, skip, Arena::Object, |de| {
+    with_document(bytes, skip, |de, len| {
+        object_in_arena(de, skip_managed_fields, len)
+    })
+}
+
+/// Decodes one object, pruned or whole (see [`crate::prune`]). Its parts go
+/// into chunks of their own when the process runs
+/// `kinformer_alloc::ObjectArenas`, sized from the objects of type `K`
+/// decoded before it and `input_len`, the length of its JSON.
+///
+/// Only the object goes in: anything else decoded from a document (a watch
+/// line's type, a bookmark, an error's status) would teach the size
+/// estimate a size no object has, and the objects after it would then be
+/// cut from chunk classes none used before, whose first pages the kernel
+/// must supply (a load test saw ~25 ms of a decode thread at each bookmark).
+/// List items and watch events of one type share the estimate.
+pub(crate) fn object_in_arena<'de, D, K>(
+    de: D,
+    skip_managed_fields: bool,
+    input_len: usize,
+) -> Result<K, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: DeserializeOwned,
+{
+    kinformer_alloc::with_object_arena(input_len, || {
         crate::prune::deserialize_object(de, skip_managed_fields)
     })
 }
 
-/// Whether a document's decoded parts go into an object arena.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Arena {
-    /// An object to cache (or a watch line holding one): its parts go into
-    /// a chunk of their own, sized from the objects before it.
-    Object,
-    /// Something small and short-lived (a bookmark): decoded outside the
-    /// arenas, so that it does not teach the size estimate a size no
-    /// object has.
-    Outside,
-}
-
 /// Parses `bytes` (checking the nesting depth) and hands the deserializer
-/// to `f`, with the per-thread buffers. With `skip_managed_fields`, the
+/// and the length of the parsed JSON to `f`, with the per-thread buffers. With `skip_managed_fields`, the
 /// bytes hold that shape and its `metadata.managedFields` is left out of
 /// the parse where it can be found.
 pub(crate) fn with_document<T, F>(
     bytes: &[u8],
     skip_managed_fields: Option<Shape>,
-    arena: Arena,
     f: F,
 ) -> Result<T, JsonError>
 where
-    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
+    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>, usize) -> Result<T, simd_json::Error>,
 {
     let cut = skip_managed_fields.and_then(|shape| managed_fields_member(bytes, shape));
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => {
             let Scratch { input, buffers } = &mut *scratch;
-            let decoded = parse(bytes, cut, input, buffers, arena, f);
+            let decoded = parse(bytes, cut, input, buffers, f);
             if input.capacity() > KEEP_BYTES {
                 *scratch = Scratch::default();
             }
             decoded
         }
         // Only reached if a `Deserialize` impl decodes JSON itself.
-        Err(_) => parse(
-            bytes,
-            cut,
-            &mut Vec::new(),
-            &mut Buffers::default(),
-            arena,
-            f,
-        ),
+        Err(_) => parse(bytes, cut, &mut Vec::new(), &mut Buffers::default(), f),
     })
 }
 
@@ -126,11 +131,10 @@ fn parse<T, F>(
     cut: Option<Range<usize>>,
     input: &mut Vec<u8>,
     buffers: &mut Buffers,
-    arena: Arena,
     f: F,
 ) -> Result<T, JsonError>
 where
-    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>) -> Result<T, simd_json::Error>,
+    F: for<'de> FnOnce(&mut simd_json::Deserializer<'de>, usize) -> Result<T, simd_json::Error>,
 {
     input.clear();
     let cut = cut.unwrap_or(bytes.len()..bytes.len());
@@ -141,12 +145,7 @@ where
     if nests_too_deep(bytes, &cut) {
         return Err(JsonError::TooDeep);
     }
-    // The decoded object's parts go into chunks of their own when the
-    // process runs `kinformer_alloc::ObjectArenas`.
-    Ok(match arena {
-        Arena::Object => kinformer_alloc::with_object_arena(len, || f(&mut de))?,
-        Arena::Outside => f(&mut de)?,
-    })
+    Ok(f(&mut de, len)?)
 }
 
 /// Whether the document parsed, `bytes` without `cut`, nests deeper than

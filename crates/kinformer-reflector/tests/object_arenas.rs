@@ -71,35 +71,82 @@ fn replacing_objects_reuses_their_chunks() {
     assert_eq!(names.len(), 64);
 }
 
-#[test]
-fn a_bookmark_between_objects_leaves_their_chunk_size_alone() {
-    let line = |i: usize| {
-        [
-            br#"{"type":"MODIFIED","object":"#.as_slice(),
-            &template(i),
-            b"}",
-        ]
-        .concat()
-    };
-    // The size of the chunk holding a decoded Pod's name; the Pods are kept,
-    // so that no freed chunk is there to be reused.
-    let mut held = Vec::new();
-    let mut chunk_size = |i: usize| {
-        let WatchEvent::Modified(pod) = decode_event_with::<Pod>(&line(i), false).unwrap() else {
+/// A watch line as kube-apiserver writes it.
+fn modified_line(i: usize) -> Vec<u8> {
+    [
+        br#"{"type":"MODIFIED","object":"#.as_slice(),
+        &template(i),
+        b"}",
+    ]
+    .concat()
+}
+
+/// The size of the chunk holding a decoded Pod's name. The Pods are kept,
+/// so that no freed chunk is there to be reused.
+struct ChunkSizes(Vec<Pod>);
+
+impl ChunkSizes {
+    fn of(&mut self, pod: Pod) -> usize {
+        let name = pod.metadata.name.as_ref().unwrap().as_ptr() as usize;
+        self.0.push(pod);
+        REGION.chunk_span(name).unwrap().1
+    }
+
+    fn of_watch_event(&mut self, i: usize) -> usize {
+        let WatchEvent::Modified(pod) = decode_event_with::<Pod>(&modified_line(i), false).unwrap()
+        else {
             panic!("not a MODIFIED event");
         };
-        let name = pod.metadata.name.as_ref().unwrap().as_ptr() as usize;
-        held.push(pod);
-        REGION.chunk_span(name).unwrap().1
-    };
-    let learned: Vec<usize> = (0..40).map(&mut chunk_size).collect();
+        self.of(pod)
+    }
+
+    /// Decodes 40 watch events, and the chunk size they settled on.
+    fn settled(&mut self) -> usize {
+        let learned: Vec<usize> = (0..40).map(|i| self.of_watch_event(i)).collect();
+        let steady = learned[39];
+        assert_eq!(learned[35..], [steady; 5], "the estimate settled");
+        steady
+    }
+}
+
+#[test]
+fn a_bookmark_between_objects_leaves_their_chunk_size_alone() {
+    let mut sizes = ChunkSizes(Vec::new());
+    let steady = sizes.settled();
+    // As kube-apiserver writes it, and with spaces and another key first.
+    let bookmarks: [&[u8]; 2] = [
+        br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12345"}}}"#,
+        br#"{"extra": [1, 2], "type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "12346"}}}"#,
+    ];
+    for (i, bookmark) in bookmarks.into_iter().enumerate() {
+        assert!(matches!(
+            decode_event_with::<Pod>(bookmark, false),
+            Ok(WatchEvent::Bookmark { .. })
+        ));
+        assert_eq!(sizes.of_watch_event(40 + i), steady);
+    }
+}
+
+#[test]
+fn an_error_event_between_objects_leaves_their_chunk_size_alone() {
+    let mut sizes = ChunkSizes(Vec::new());
+    let steady = sizes.settled();
+    let error = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}"#;
+    assert!(matches!(
+        decode_event_with::<Pod>(error, false),
+        Ok(WatchEvent::Error(_))
+    ));
+    assert_eq!(sizes.of_watch_event(40), steady);
+}
+
+#[test]
+fn watch_events_take_the_chunk_size_list_items_settled_on() {
+    let mut sizes = ChunkSizes(Vec::new());
+    let learned: Vec<usize> = (0..40)
+        .map(|i| sizes.of(json::from_slice(&template(i), false).unwrap()))
+        .collect();
     let steady = learned[39];
     assert_eq!(learned[35..], [steady; 5], "the estimate settled");
-
-    let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12345"}}}"#;
-    assert!(matches!(
-        decode_event_with::<Pod>(bookmark, false),
-        Ok(WatchEvent::Bookmark { .. })
-    ));
-    assert_eq!(chunk_size(40), steady);
+    // The first watch event on this thread.
+    assert_eq!(sizes.of_watch_event(40), steady);
 }

@@ -34,21 +34,39 @@ impl LiveCount {
     /// One part was freed. True when it was the last one and the chunk was
     /// already closed: the caller now owns the chunk.
     pub fn release_part(&self) -> bool {
-        self.take(1)
+        self.take(1) == 0
     }
 
     /// The filler is done with the chunk, having put `parts` parts in it.
     /// True when all of them were already freed: the caller owns the chunk.
     pub fn close(&self, parts: usize) -> bool {
+        self.close_counting(parts) == 0
+    }
+
+    /// [`LiveCount::close`], returning how many of the parts are still live
+    /// (0: the caller owns the chunk).
+    pub fn close_counting(&self, parts: usize) -> usize {
         self.take(OPEN - parts)
     }
 
-    fn take(&self, n: usize) -> bool {
-        if self.0.fetch_sub(n, Ordering::Release) != n {
-            return false;
+    /// Releases all `live` parts at once, when exactly `live` are still
+    /// live: true when they were, and the caller now owns the chunk. For an
+    /// owner of every live part that will never free them one by one.
+    pub fn release_all(&self, live: usize) -> bool {
+        live != 0
+            && self
+                .0
+                .compare_exchange(live, 0, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Takes `n` off; returns what is left (an acquire fence when nothing is).
+    fn take(&self, n: usize) -> usize {
+        let left = self.0.fetch_sub(n, Ordering::Release).wrapping_sub(n);
+        if left == 0 {
+            fence(Ordering::Acquire);
         }
-        fence(Ordering::Acquire);
-        true
+        left
     }
 }
 

@@ -20,6 +20,8 @@
 //! - [`ahead`]: each class's next pages populated before a cut needs them.
 //! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
 //!   threads seldom wait for the kernel's pages.
+//! - [`whole`]: an object's chunk given back at once instead of its parts
+//!   freed one by one.
 //!
 //! Without [`ObjectArenas`] installed, [`with_object_arena`] only runs its
 //! closure.
@@ -38,12 +40,16 @@ pub mod region;
 pub mod scope;
 #[cfg(not(loom))]
 pub mod spare;
+#[cfg(not(loom))]
+pub mod whole;
 
 #[cfg(not(loom))]
 pub use global::ObjectArenas;
 #[cfg(not(loom))]
-pub use prefetch::{prefetch_chunk, prefetch_value};
+pub use prefetch::{prefetch_chunk, prefetch_chunk_header, prefetch_value};
 #[cfg(not(loom))]
 pub use scope::{set_enabled, with_object_arena};
 #[cfg(not(loom))]
 pub use spare::top_up_spare_chunks;
+#[cfg(not(loom))]
+pub use whole::release_whole;

@@ -34,6 +34,10 @@ const RANGE: usize = CLASSES << SPAN_SHIFT;
 pub struct Header {
     /// Parts still live (see [`crate::count`]).
     pub live: LiveCount,
+    /// When the chunk holds one whole object (every part its decode
+    /// allocated, none elsewhere): how many of its parts were live at the
+    /// close; 0 otherwise (see [`crate::whole`]).
+    pub whole: AtomicUsize,
     /// The next chunk on the free list (0: none), while the chunk is free.
     next: usize,
 }
@@ -164,6 +168,7 @@ impl Region {
         unsafe {
             (chunk as *mut Header).write(Header {
                 live: LiveCount::open(),
+                whole: AtomicUsize::new(0),
                 next: 0,
             });
         }

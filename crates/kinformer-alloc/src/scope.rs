@@ -55,6 +55,11 @@ struct Bump {
     /// Bytes the object is expected to take, and bytes taken so far.
     want: Cell<usize>,
     used: Cell<usize>,
+    /// Chunks opened in this scope, and whether any part of it went to the
+    /// wrapped allocator: an object in one chunk with nothing elsewhere is
+    /// recorded whole at the close (see [`crate::whole`]).
+    opened: Cell<usize>,
+    spilled: Cell<bool>,
     /// Per kind of object (the address of its type's name): bytes taken
     /// per input byte, in sixteenths.
     ratios: Cell<[(usize, u32); KINDS]>,
@@ -72,6 +77,8 @@ impl Bump {
             last: Cell::new(0),
             want: Cell::new(0),
             used: Cell::new(0),
+            opened: Cell::new(0),
+            spilled: Cell::new(false),
             ratios: Cell::new([(0, 0); KINDS]),
             next_kind: Cell::new(0),
         }
@@ -99,8 +106,9 @@ impl Bump {
         self.ratios.set(ratios);
     }
 
-    /// Closes the open chunk, if any.
-    fn close(&self) {
+    /// Closes the open chunk, if any; `whole` when the scope ends with its
+    /// object's every part in this chunk.
+    fn close(&self, whole: bool) {
         let chunk = self.chunk.replace(0);
         self.last.set(0);
         if chunk != 0 {
@@ -108,22 +116,34 @@ impl Bump {
             // lives until its count reaches zero, which only this close can
             // now bring about or allow.
             let header = unsafe { &*(chunk as *const crate::region::Header) };
-            if header.live.close(self.parts.replace(0)) {
+            let live = header.live.close_counting(self.parts.replace(0));
+            if live == 0 {
                 // SAFETY: the count reached zero: nothing of it is live.
                 unsafe { REGION.give_back(chunk) };
+            } else if whole {
+                // The live parts are the object's, which no other thread
+                // has yet: nothing else reads or writes the header now.
+                header.whole.store(live, Ordering::Relaxed);
             }
         }
     }
 
     fn alloc(&self, size: usize, align: usize) -> Option<*mut u8> {
-        if !self.active.get() || size > MAX_PART || align > MAX_ALIGN {
+        if !self.active.get() {
+            return None;
+        }
+        if size > MAX_PART || align > MAX_ALIGN {
+            self.spilled.set(true);
             return None;
         }
         if self.chunk.get() == 0 || align_up(self.cur.get(), align) + size > self.end.get() {
             // Opening a chunk allocates nothing (`Region::take` only locks
             // a free list or reserves the range with `mmap`), so this
             // cannot re-enter the allocator.
-            self.open(size + align)?;
+            if self.open(size + align).is_none() {
+                self.spilled.set(true);
+                return None;
+            }
         }
         let start = align_up(self.cur.get(), align);
         let end = start + size;
@@ -138,7 +158,8 @@ impl Bump {
     /// Closes the open chunk and opens one for the rest of the object
     /// (at least `needed` bytes of parts).
     fn open(&self, needed: usize) -> Option<()> {
-        self.close();
+        self.close(false);
+        self.opened.set(self.opened.get() + 1);
         let (want, used) = (self.want.get(), self.used.get());
         let rest = if want > used + needed {
             want - used
@@ -220,6 +241,8 @@ pub fn with_object_arena<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
             // 31% to one class and 69% to the next, 1/8 larger.
             b.want.set(want + want / 64);
             b.used.set(0);
+            b.opened.set(0);
+            b.spilled.set(false);
             b.active.set(true);
             true
         })
@@ -235,7 +258,7 @@ pub fn with_object_arena<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
     impl Drop for End {
         fn drop(&mut self) {
             let _ = BUMP.try_with(|b| {
-                b.close();
+                b.close(b.opened.get() == 1 && !b.spilled.get());
                 b.active.set(false);
                 let used = b.used.get();
                 if used > 0 {

@@ -14,6 +14,7 @@
 //! the freed memory is reused by the next objects decoded there). With the
 //! object arenas, a [`SpareKeeper`] thread beside them keeps new chunks
 //! ready, so that a decode thread seldom waits for the kernel's pages.
+#![allow(unsafe_code)] // the whole-releasing reclaimer: an opt-in with a contract
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,6 +146,29 @@ impl DecodePool {
     pub fn reclaimer<K: Resource + Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
         Arc::new(ShardReclaimer {
             jobs: self.jobs.as_ref().map(Arc::downgrade),
+            whole: false,
+        })
+    }
+
+    /// A [`DecodePool::reclaimer`] that, for an object whose last
+    /// reference it holds and whose parts all sit in one object-arena chunk,
+    /// gives the chunk back at once and forgets the object instead of
+    /// walking its tree to free each part ([`kinformer_alloc::whole`]).
+    /// Other objects are dropped as usual.
+    ///
+    /// # Safety
+    /// Every object handed to it was decoded by this crate and not changed
+    /// since (no transform ran on it) other than by freeing parts, and `K` owns every heap part it
+    /// points to alone (no `Arc`, `Rc` or other buffer shared with owners
+    /// that could outlive it) and has no `Drop` with effects beyond freeing
+    /// memory. True of k8s-openapi's types, kube's `DynamicObject` and
+    /// `PartialObjectMeta`, and structs made of such fields.
+    pub unsafe fn whole_releasing_reclaimer<K: Resource + Send + Sync + 'static>(
+        &self,
+    ) -> Arc<dyn Reclaimer<K>> {
+        Arc::new(ShardReclaimer {
+            jobs: self.jobs.as_ref().map(Arc::downgrade),
+            whole: true,
         })
     }
 }
@@ -161,6 +185,9 @@ fn send(jobs: &[Sender<Job>], shard: usize, job: Job) {
 /// Hands objects back to the decode thread of their key's shard.
 struct ShardReclaimer {
     jobs: Option<Weak<[Sender<Job>]>>,
+    /// Objects may be released whole (see
+    /// [`DecodePool::whole_releasing_reclaimer`]).
+    whole: bool,
 }
 
 impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
@@ -174,27 +201,66 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         for (key, obj) in objects {
             shards[shard_of_key(key.as_str(), jobs.len())].push((key, obj));
         }
+        let whole = self.whole;
         for (shard, objects) in shards.into_iter().enumerate() {
             if !objects.is_empty() {
-                send(&jobs, shard, Box::new(move || drop_warmed(objects)));
+                send(&jobs, shard, Box::new(move || drop_warmed(objects, whole)));
             }
         }
     }
 }
 
 /// Drops `objects` in order, asking for each one's memory while the one
-/// before it is dropped.
-fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>) {
+/// before it is dropped; with `whole`, releases those it can whole
+/// instead (the contract of [`DecodePool::whole_releasing_reclaimer`]).
+fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
+    let warm = |object: &K| {
+        if whole {
+            prefetch_release(object);
+        } else {
+            prefetch_object(object);
+        }
+    };
     let mut objects = objects.into_iter().peekable();
     if let Some((_, first)) = objects.peek() {
-        prefetch_object(&**first);
+        warm(first);
     }
     while let Some(object) = objects.next() {
         if let Some((_, next)) = objects.peek() {
-            prefetch_object(&**next);
+            warm(next);
         }
-        drop(object);
+        if whole {
+            release_or_drop(object.1);
+        } else {
+            drop(object);
+        }
     }
+}
+
+/// Asks the CPU for what releasing `object` whole reads: its struct and
+/// its chunk's header (found from its name's buffer), not the whole chunk.
+fn prefetch_release<K: Resource>(object: &K) {
+    kinformer_alloc::prefetch_value(object);
+    if let Some(name) = object.meta().name.as_deref() {
+        kinformer_alloc::prefetch_chunk_header(name.as_ptr());
+    }
+}
+
+/// Drops `object`, or, when this was its last reference and its chunk can
+/// be given back whole, gives the chunk back and forgets the object.
+fn release_or_drop<K: Resource>(object: Arc<K>) {
+    let Some(object) = Arc::into_inner(object) else {
+        return;
+    };
+    if let Some(name) = object.meta().name.as_deref() {
+        // SAFETY: the object is owned here by value, and the reclaimer's
+        // contract (`whole_releasing_reclaimer`) covers the rest.
+        if unsafe { kinformer_alloc::release_whole(name.as_ptr()) } {
+            std::mem::forget(object);
+            return;
+        }
+    }
+    drop(object);
 }
 
 /// Asks the CPU for `object`'s struct and, if it was decoded in an object

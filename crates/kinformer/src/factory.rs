@@ -1,5 +1,6 @@
 //! [`SharedInformerFactory`]: one shared informer per (type, namespace,
 //! selectors), started, synced and shut down together.
+#![allow(unsafe_code)] // `typed_objects_plain`: an opt-in with a contract
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -37,6 +38,8 @@ pub struct FactoryBuilder {
     decode_threads: usize,
     compact_objects: bool,
     builtin_indexes: bool,
+    typed_objects_plain: bool,
+    release_whole: bool,
     runtime: Option<Handle>,
 }
 
@@ -112,6 +115,34 @@ impl FactoryBuilder {
         self
     }
 
+    /// Lets typed informers release a replaced object whole: when the
+    /// object arenas are the global allocator (`kinformer_alloc::ObjectArenas`)
+    /// and an object's parts all sit in one chunk, the chunk is given back
+    /// at once instead of the object's tree being walked to free each part
+    /// (see `kinformer_alloc::whole`). Metadata-only and dynamic informers
+    /// do this without being asked; informers with a transform or
+    /// [`compact_objects`](Self::compact_objects) never do.
+    ///
+    /// # Safety
+    /// Every `K` given to [`SharedInformerFactory::informer`] owns every
+    /// heap part it points to alone (no `Arc`, `Rc` or other buffer shared
+    /// with owners that could outlive it) and has no `Drop` with effects
+    /// beyond freeing memory. True of k8s-openapi's types and of structs
+    /// made of such fields (`String`, `Vec`, `BTreeMap`, `Option`,
+    /// `serde_json::Value`, k8s-openapi types).
+    pub unsafe fn typed_objects_plain(mut self) -> Self {
+        self.typed_objects_plain = true;
+        self
+    }
+
+    /// Whether informers may release replaced objects whole at all
+    /// (default on; see [`typed_objects_plain`](Self::typed_objects_plain)).
+    /// Off, every replaced object is freed part by part: for comparisons.
+    pub fn release_objects_whole(mut self, on: bool) -> Self {
+        self.release_whole = on;
+        self
+    }
+
     /// Register the namespace, label and owner-UID indexes on every informer
     /// (default on; the namespaced lister and label lists use them).
     pub fn builtin_indexes(mut self, on: bool) -> Self {
@@ -141,6 +172,8 @@ impl FactoryBuilder {
                 decode_pool: Mutex::new(None),
                 compact_objects: self.compact_objects,
                 builtin_indexes: self.builtin_indexes,
+                typed_objects_plain: self.typed_objects_plain,
+                release_whole: self.release_whole,
                 runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
                 informers: Mutex::new(Vec::new()),
@@ -168,6 +201,8 @@ struct Inner {
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
     compact_objects: bool,
     builtin_indexes: bool,
+    typed_objects_plain: bool,
+    release_whole: bool,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
     informers: Mutex<Vec<(Key, Arc<dyn Managed>)>>,
@@ -267,6 +302,8 @@ impl SharedInformerFactory {
             decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             compact_objects: false,
             builtin_indexes: true,
+            typed_objects_plain: false,
+            release_whole: true,
             runtime: None,
         }
     }
@@ -292,7 +329,8 @@ impl SharedInformerFactory {
             .namespace
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
-        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options))
+        let plain = self.inner.typed_objects_plain;
+        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options), plain)
     }
 
     /// The shared informer of a dynamic resource (e.g. a CRD found through
@@ -311,7 +349,7 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let target =
             Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
-        self.get_or_create::<DynamicObject>(target)
+        self.get_or_create::<DynamicObject>(target, true)
     }
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
@@ -339,7 +377,7 @@ impl SharedInformerFactory {
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
         let target = Self::target::<K>(&(), ns, &options).metadata_only(true);
-        self.get_or_create::<PartialObjectMeta<K>>(target)
+        self.get_or_create::<PartialObjectMeta<K>>(target, true)
     }
 
     /// Registers a transform for informers of `K` created after this call
@@ -367,7 +405,9 @@ impl SharedInformerFactory {
         t
     }
 
-    fn get_or_create<K>(&self, target: ListWatchTarget) -> SharedIndexInformer<K>
+    /// `plain`: `K` meets the contract of
+    /// [`FactoryBuilder::typed_objects_plain`].
+    fn get_or_create<K>(&self, target: ListWatchTarget, plain: bool) -> SharedIndexInformer<K>
     where
         K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
     {
@@ -395,7 +435,8 @@ impl SharedInformerFactory {
             .cloned();
         let meta = inner.meta_transform.clone();
         let compact = inner.compact_objects;
-        if typed.is_some() || meta.is_some() || compact {
+        let transformed = typed.is_some() || meta.is_some() || compact;
+        if transformed {
             builder = builder.transform(move |mut obj: K| {
                 if let Some(m) = &meta {
                     m(obj.meta_mut());
@@ -415,7 +456,16 @@ impl SharedInformerFactory {
                 .on_watch_error_shared(inner.on_watch_error.clone());
         if let Some(pool) = self.decode_pool() {
             // Replaced objects go back to the decode thread that built them.
-            informer.set_reclaimer(pool.reclaimer());
+            let reclaimer = if plain && !transformed && inner.release_whole {
+                // SAFETY: `K` owns its parts alone (`plain`: the caller's
+                // word for typed objects, true of `DynamicObject` and
+                // `PartialObjectMeta`), and no transform changes objects
+                // after their decode.
+                unsafe { pool.whole_releasing_reclaimer() }
+            } else {
+                pool.reclaimer()
+            };
+            informer.set_reclaimer(reclaimer);
             reflector = reflector.decode_pool(pool);
         }
         let managed: Arc<dyn Managed> = Arc::new(ManagedInformer::new(

@@ -123,6 +123,10 @@ pub struct LoadtestArgs {
     /// size).
     #[arg(long)]
     pub compact: bool,
+    /// Free each replaced object part by part, never its chunk at once
+    /// (`FactoryBuilder::release_objects_whole(false)`).
+    #[arg(long)]
+    pub no_whole_release: bool,
     /// After the churn, force one relist (every watch answered 410) and
     /// report its peak RSS against the RSS before it (sim source).
     #[arg(long)]

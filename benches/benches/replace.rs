@@ -4,10 +4,14 @@
 //! (`kinformer_alloc::ObjectArenas` over mimalloc) and without them (mimalloc
 //! alone), in one run; and with the arenas plus the next victim's memory
 //! asked for one replacement ahead (`kinformer_reflector::decode::prefetch_object`),
-//! as the reclaimer's drop jobs do. The hot decode of `--bench decode` reuses
+//! as the reclaimer's drop jobs do; and with the arenas and the victim
+//! released whole instead of dropped (`kinformer_alloc::release_whole`, as
+//! the whole-releasing reclaimer does, its chunk asked for one
+//! replacement ahead). The hot decode of `--bench decode` reuses
 //! the blocks it just freed; here every freed object is cold, as in a large
 //! cache.
 //! Run: `cargo bench -p kinformer-benches --bench replace`.
+#![allow(unsafe_code)] // releasing victims whole, as the reclaimer does
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
 use kinformer_benches::filter::selected;
 use kinformer_benches::fixtures::Rng;
-use kinformer_reflector::decode::prefetch_object;
+use kinformer_reflector::decode::{prefetch_object, release_or_drop};
 use kinformer_reflector::json;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
@@ -47,11 +51,12 @@ fn replace<K: DeserializeOwned + Resource>(
         .measurement_time(Duration::from_secs(4))
         .throughput(Throughput::Elements(1));
     let variants = [
-        ("mimalloc", false, false),
-        ("object_arenas", true, false),
-        ("object_arenas_prefetch", true, true),
+        ("mimalloc", false, Victim::Drop),
+        ("object_arenas", true, Victim::Drop),
+        ("object_arenas_prefetch", true, Victim::PrefetchDrop),
+        ("object_arenas_whole", true, Victim::Release),
     ];
-    for (allocator, arenas, prefetch) in variants {
+    for (allocator, arenas, victims) in variants {
         let function = format!("{name}/{allocator}");
         if !selected(&format!("{GROUP}/{function}/{n}")) {
             continue;
@@ -66,10 +71,19 @@ fn replace<K: DeserializeOwned + Resource>(
                 let mut victim = rng.below(n);
                 for _ in 0..iters {
                     let next = rng.below(n);
-                    if prefetch {
-                        prefetch_object(&cache[next]);
+                    match victims {
+                        Victim::Drop => {}
+                        Victim::PrefetchDrop | Victim::Release => prefetch_object(&cache[next]),
                     }
-                    cache[victim] = decode();
+                    let old = std::mem::replace(&mut cache[victim], decode());
+                    if let Victim::Release = victims {
+                        // SAFETY: owned here, decoded in one scope and
+                        // unchanged; `Pod` and `PartialObjectMeta` own their
+                        // parts alone.
+                        unsafe { release_or_drop(old) };
+                    } else {
+                        drop(old);
+                    }
                     victim = next;
                 }
                 start.elapsed()
@@ -79,6 +93,18 @@ fn replace<K: DeserializeOwned + Resource>(
     }
     group.finish();
     kinformer_alloc::set_enabled(true);
+}
+
+/// What happens to a replaced object.
+#[derive(Clone, Copy)]
+enum Victim {
+    /// Dropped.
+    Drop,
+    /// Dropped, the next victim's chunk asked for first.
+    PrefetchDrop,
+    /// Released whole when it can be, the next victim's chunk asked for
+    /// first.
+    Release,
 }
 
 fn benches(c: &mut Criterion) {

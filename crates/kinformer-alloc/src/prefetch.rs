@@ -27,21 +27,6 @@ pub fn prefetch_chunk(part: *const u8) {
     }
 }
 
-/// Asks the CPU to bring in the header of the chunk that holds `part`
-/// (what [`crate::release_whole`] reads). Does nothing for memory outside
-/// the arenas; sound with any address, as [`prefetch_chunk`].
-///
-/// ```
-/// let name = String::from("web-0");
-/// kinformer_alloc::prefetch_chunk_header(name.as_ptr());
-/// ```
-#[inline]
-pub fn prefetch_chunk_header(part: *const u8) {
-    if let Some((chunk, _)) = REGION.chunk_span(part as usize) {
-        prefetch_range(chunk, crate::region::HEADER);
-    }
-}
-
 /// Asks the CPU to bring in the bytes of `value` itself (not what it points
 /// to): for an `Arc`'s object, the struct in its shared allocation.
 ///

@@ -212,49 +212,37 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
 
 /// Drops `objects` in order, asking for each one's memory while the one
 /// before it is dropped; with `whole`, releases those it can whole
-/// instead (the contract of [`DecodePool::whole_releasing_reclaimer`]).
+/// instead (the contract of [`DecodePool::whole_releasing_reclaimer`]),
+/// and the chunk asked for is then warm for the next object decoded into
+/// it.
 fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
-    let warm = |object: &K| {
-        if whole {
-            prefetch_release(object);
-        } else {
-            prefetch_object(object);
-        }
-    };
     let mut objects = objects.into_iter().peekable();
     if let Some((_, first)) = objects.peek() {
-        warm(first);
+        prefetch_object(&**first);
     }
     while let Some(object) = objects.next() {
         if let Some((_, next)) = objects.peek() {
-            warm(next);
+            prefetch_object(&**next);
         }
-        if whole {
-            release_or_drop(object.1);
-        } else {
+        if !whole {
             drop(object);
+        } else if let Some(last) = Arc::into_inner(object.1) {
+            // SAFETY: the reclaimer's contract (`whole_releasing_reclaimer`).
+            unsafe { release_or_drop(last) };
         }
     }
 }
 
-/// Asks the CPU for what releasing `object` whole reads: its struct and
-/// its chunk's header (found from its name's buffer), not the whole chunk.
-fn prefetch_release<K: Resource>(object: &K) {
-    kinformer_alloc::prefetch_value(object);
+/// Gives `object`'s chunk back and forgets the object when it sits whole in
+/// one chunk ([`kinformer_alloc::release_whole`]); otherwise drops it.
+///
+/// # Safety
+/// `object` meets the contract of
+/// [`DecodePool::whole_releasing_reclaimer`].
+pub unsafe fn release_or_drop<K: Resource>(object: K) {
     if let Some(name) = object.meta().name.as_deref() {
-        kinformer_alloc::prefetch_chunk_header(name.as_ptr());
-    }
-}
-
-/// Drops `object`, or, when this was its last reference and its chunk can
-/// be given back whole, gives the chunk back and forgets the object.
-fn release_or_drop<K: Resource>(object: Arc<K>) {
-    let Some(object) = Arc::into_inner(object) else {
-        return;
-    };
-    if let Some(name) = object.meta().name.as_deref() {
-        // SAFETY: the object is owned here by value, and the reclaimer's
-        // contract (`whole_releasing_reclaimer`) covers the rest.
+        // SAFETY: the object is owned here by value, and the caller's
+        // contract covers the rest.
         if unsafe { kinformer_alloc::release_whole(name.as_ptr()) } {
             std::mem::forget(object);
             return;

@@ -1,6 +1,6 @@
 //! [`SharedInformerFactory`]: one shared informer per (type, namespace,
 //! selectors), started, synced and shut down together.
-#![allow(unsafe_code)] // `typed_objects_plain`: an opt-in with a contract
+#![allow(unsafe_code)] // `release_objects_whole`: an opt-in with a contract
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -38,7 +38,6 @@ pub struct FactoryBuilder {
     decode_threads: usize,
     compact_objects: bool,
     builtin_indexes: bool,
-    typed_objects_plain: bool,
     release_whole: bool,
     runtime: Option<Handle>,
 }
@@ -115,31 +114,30 @@ impl FactoryBuilder {
         self
     }
 
-    /// Lets typed informers release a replaced object whole: when the
-    /// object arenas are the global allocator (`kinformer_alloc::ObjectArenas`)
-    /// and an object's parts all sit in one chunk, the chunk is given back
-    /// at once instead of the object's tree being walked to free each part
-    /// (see `kinformer_alloc::whole`). Metadata-only and dynamic informers
-    /// do this without being asked; informers with a transform or
-    /// [`compact_objects`](Self::compact_objects) never do.
+    /// Lets the factory's informers release a replaced object whole (default
+    /// off): when the object arenas are the global allocator
+    /// (`kinformer_alloc::ObjectArenas`) and an object's parts all sit in
+    /// one chunk, the drop job that holds its last reference gives the
+    /// chunk back at once and forgets the object, instead of walking its
+    /// tree to free each part (see `kinformer_alloc::whole`; 1.16× per
+    /// typed Pod replaced in `--bench replace`). Informers with a transform
+    /// or [`compact_objects`](Self::compact_objects) never do.
     ///
     /// # Safety
-    /// Every `K` given to [`SharedInformerFactory::informer`] owns every
-    /// heap part it points to alone (no `Arc`, `Rc` or other buffer shared
-    /// with owners that could outlive it) and has no `Drop` with effects
-    /// beyond freeing memory. True of k8s-openapi's types and of structs
-    /// made of such fields (`String`, `Vec`, `BTreeMap`, `Option`,
-    /// `serde_json::Value`, k8s-openapi types).
-    pub unsafe fn typed_objects_plain(mut self) -> Self {
-        self.typed_objects_plain = true;
-        self
-    }
-
-    /// Whether informers may release replaced objects whole at all
-    /// (default on; see [`typed_objects_plain`](Self::typed_objects_plain)).
-    /// Off, every replaced object is freed part by part: for comparisons.
-    pub fn release_objects_whole(mut self, on: bool) -> Self {
-        self.release_whole = on;
+    /// - Every `K` given to [`SharedInformerFactory::informer`] owns every
+    ///   heap part it points to alone (no `Arc`, `Rc` or other buffer
+    ///   shared with owners that could outlive it) and has no `Drop` with
+    ///   effects beyond freeing memory. True of k8s-openapi's types, of
+    ///   `DynamicObject` and `PartialObjectMeta`, and of structs made of
+    ///   `String`, `Vec`, `BTreeMap`, `Option`, `serde_json::Value` and
+    ///   such types.
+    /// - No code moves a part out of an object it took from an informer
+    ///   (holding its last reference: `Arc::try_unwrap`, `Arc::get_mut`)
+    ///   into another object that it hands to an informer's queue. A
+    ///   released chunk is reused: such a part would be freed under its
+    ///   new owner.
+    pub unsafe fn release_objects_whole(mut self) -> Self {
+        self.release_whole = true;
         self
     }
 
@@ -172,7 +170,6 @@ impl FactoryBuilder {
                 decode_pool: Mutex::new(None),
                 compact_objects: self.compact_objects,
                 builtin_indexes: self.builtin_indexes,
-                typed_objects_plain: self.typed_objects_plain,
                 release_whole: self.release_whole,
                 runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
@@ -201,7 +198,6 @@ struct Inner {
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
     compact_objects: bool,
     builtin_indexes: bool,
-    typed_objects_plain: bool,
     release_whole: bool,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
@@ -302,8 +298,7 @@ impl SharedInformerFactory {
             decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             compact_objects: false,
             builtin_indexes: true,
-            typed_objects_plain: false,
-            release_whole: true,
+            release_whole: false,
             runtime: None,
         }
     }
@@ -329,8 +324,7 @@ impl SharedInformerFactory {
             .namespace
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
-        let plain = self.inner.typed_objects_plain;
-        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options), plain)
+        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options))
     }
 
     /// The shared informer of a dynamic resource (e.g. a CRD found through
@@ -349,7 +343,7 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let target =
             Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
-        self.get_or_create::<DynamicObject>(target, true)
+        self.get_or_create::<DynamicObject>(target)
     }
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
@@ -377,7 +371,7 @@ impl SharedInformerFactory {
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
         let target = Self::target::<K>(&(), ns, &options).metadata_only(true);
-        self.get_or_create::<PartialObjectMeta<K>>(target, true)
+        self.get_or_create::<PartialObjectMeta<K>>(target)
     }
 
     /// Registers a transform for informers of `K` created after this call
@@ -405,9 +399,7 @@ impl SharedInformerFactory {
         t
     }
 
-    /// `plain`: `K` meets the contract of
-    /// [`FactoryBuilder::typed_objects_plain`].
-    fn get_or_create<K>(&self, target: ListWatchTarget, plain: bool) -> SharedIndexInformer<K>
+    fn get_or_create<K>(&self, target: ListWatchTarget) -> SharedIndexInformer<K>
     where
         K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
     {
@@ -456,11 +448,11 @@ impl SharedInformerFactory {
                 .on_watch_error_shared(inner.on_watch_error.clone());
         if let Some(pool) = self.decode_pool() {
             // Replaced objects go back to the decode thread that built them.
-            let reclaimer = if plain && !transformed && inner.release_whole {
-                // SAFETY: `K` owns its parts alone (`plain`: the caller's
-                // word for typed objects, true of `DynamicObject` and
-                // `PartialObjectMeta`), and no transform changes objects
-                // after their decode.
+            let reclaimer = if inner.release_whole && !transformed {
+                // SAFETY: the caller's word (`release_objects_whole`) that
+                // `K` owns its parts alone and that no part is moved into
+                // another object; no transform changes objects after
+                // their decode.
                 unsafe { pool.whole_releasing_reclaimer() }
             } else {
                 pool.reclaimer()

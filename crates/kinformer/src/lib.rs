@@ -20,11 +20,10 @@
 //! [`alloc`] is an opt-in global allocator that lays each decoded object
 //! out in one chunk (`#[global_allocator] static A:
 //! kinformer::alloc::ObjectArenas<mimalloc::MiMalloc> = …`): faster under
-//! heavy update streams, see its docs for the trade-offs. With it, an
-//! informer of k8s-openapi types also gains from the `unsafe`
-//! [`FactoryBuilder::typed_objects_plain`] (replaced objects are released
-//! a chunk at a time instead of dropped part by part; metadata-only and
-//! dynamic informers do this without being asked).
+//! heavy update streams, see its docs for the trade-offs. With it, the
+//! `unsafe` [`FactoryBuilder::release_objects_whole`] lets informers of
+//! k8s-openapi types release replaced objects a chunk at a time instead of
+//! dropping them part by part.
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -552,11 +552,15 @@ where
         b = b.decode_threads(t);
     }
     b = b.compact_objects(args.compact);
-    b = b.release_objects_whole(!args.no_whole_release);
-    // SAFETY: the load test's typed informers are of k8s-openapi's `Pod`,
-    // which owns every part it points to alone.
-    #[allow(unsafe_code)]
-    let mut b = unsafe { b.typed_objects_plain() };
+    if !args.no_whole_release {
+        // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
+        // `PartialObjectMeta<Pod>`s, which own their parts alone, and its
+        // handlers only count and time what they see.
+        #[allow(unsafe_code)]
+        {
+            b = unsafe { b.release_objects_whole() };
+        }
+    }
     b = b.reflector_config(
         kinformer::ReflectorConfig::default()
             .watch_list(!args.no_watch_list)

@@ -124,7 +124,7 @@ pub struct LoadtestArgs {
     #[arg(long)]
     pub compact: bool,
     /// Free each replaced object part by part, never its chunk at once
-    /// (`FactoryBuilder::release_objects_whole(false)`).
+    /// (without `FactoryBuilder::release_objects_whole`).
     #[arg(long)]
     pub no_whole_release: bool,
     /// After the churn, force one relist (every watch answered 410) and

@@ -112,6 +112,23 @@ mod model {
         });
     }
 
+    /// A release of all parts racing a free of one of them (which the
+    /// release's contract rules out) still never gives the chunk to two
+    /// threads: the release succeeds only on the exact count.
+    #[test]
+    fn a_release_of_all_parts_never_shares_the_chunk_with_a_free() {
+        loom::model(|| {
+            let count = Arc::new(LiveCount::open());
+            assert!(!count.close(2));
+            let c = Arc::clone(&count);
+            let t = loom::thread::spawn(move || c.release_part());
+            let released = count.release_all(2);
+            let freed = t.join().unwrap();
+            assert!(!(released && freed), "two owners");
+            assert!(!freed, "one part is still live for the free");
+        });
+    }
+
     /// A part freed before the close cannot make anyone the owner early.
     #[test]
     fn a_free_before_the_close_never_owns_the_chunk() {
@@ -141,5 +158,14 @@ mod tests {
 
         let empty = LiveCount::open();
         assert!(empty.close(0), "a chunk with no parts is free at its close");
+
+        let whole = LiveCount::open();
+        assert_eq!(whole.close_counting(3), 3);
+        assert!(!whole.release_all(2), "only on the exact count");
+        assert!(whole.release_all(3));
+        assert!(
+            !whole.release_part(),
+            "a stray free after it never owns the chunk"
+        );
     }
 }

@@ -88,6 +88,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if !REGION.contains(ptr as usize) {
             // A buffer from outside the scope stays outside.
+            scope::note_outside_realloc();
             // SAFETY: `A` allocated it (the caller's contract).
             return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }

@@ -205,6 +205,17 @@ pub(crate) fn alloc(size: usize, align: usize) -> Option<*mut u8> {
     BUMP.try_with(|b| b.alloc(size, align)).ok().flatten()
 }
 
+/// A buffer from outside the arenas was grown or shrunk (it stays with the
+/// wrapped allocator): inside a scope, the object may end up holding it,
+/// so the scope's object is no longer whole.
+pub(crate) fn note_outside_realloc() {
+    let _ = BUMP.try_with(|b| {
+        if b.active.get() {
+            b.spilled.set(true);
+        }
+    });
+}
+
 /// Grows or shrinks in place the part at `part` to `new_size` bytes, when
 /// it is the last one put in this thread's open chunk and fits.
 pub(crate) fn resize_last(part: usize, new_size: usize) -> bool {

@@ -78,6 +78,18 @@ fn whole_objects_give_their_chunks_back_and_others_are_refused() {
     assert_eq!(spread.0, decode_outside(10));
     drop(spread);
 
+    // An object holding a buffer allocated before its scope and grown in
+    // it (the buffer stays with the wrapped allocator) is refused.
+    let mut outside: Vec<u64> = Vec::with_capacity(1);
+    let (name, grown) = with_object_arena::<(String, Vec<u64>)>(100, move || {
+        outside.extend(0..100);
+        (String::from("grown"), outside)
+    });
+    assert!(in_region(name.as_ptr()) && !in_region(grown.as_ptr()));
+    // SAFETY: as above.
+    assert!(!unsafe { release_whole(name.as_ptr()) });
+    drop((name, grown));
+
     // An object with a part left to the wrapped allocator (too large for a
     // chunk) is refused.
     let (name, big) =

@@ -25,10 +25,11 @@ use crate::region::REGION;
 /// `part` is a heap part (e.g. its name's buffer) of an object the caller
 /// owns by value, that was decoded in one [`crate::with_object_arena`]
 /// scope and not changed since other than by dropping parts (never by
-/// moving one out), and that owns every heap part it points to alone (no `Arc`, `Rc` or other shared buffer whose other owners could
-/// outlive it) and has no `Drop` with effects beyond freeing memory:
-/// true of k8s-openapi's types, `serde_json::Value` and kube's
-/// `DynamicObject` and `PartialObjectMeta`.
+/// moving one out), and that owns every heap part it points to alone (no
+/// `Arc`, `Rc` or other shared buffer whose other owners could outlive it)
+/// and has no `Drop` with effects beyond freeing memory: true of
+/// k8s-openapi's types, `serde_json::Value` and kube's `DynamicObject` and
+/// `PartialObjectMeta`.
 ///
 /// ```
 /// let name = String::from("web-0"); // outside the arenas

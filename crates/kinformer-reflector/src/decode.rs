@@ -158,11 +158,12 @@ impl DecodePool {
     ///
     /// # Safety
     /// Every object handed to it was decoded by this crate and not changed
-    /// since (no transform ran on it) other than by freeing parts, and `K`
-    /// owns every heap part it points to alone (no `Arc`, `Rc` or other
-    /// buffer shared with owners that could outlive it) and has no `Drop`
-    /// with effects beyond freeing memory. True of k8s-openapi's types, kube's `DynamicObject` and
-    /// `PartialObjectMeta`, and structs made of such fields.
+    /// since (no transform ran on it) other than by dropping parts (never by
+    /// moving one out), and `K` owns every heap part it points to alone (no
+    /// `Arc`, `Rc` or other buffer shared with owners that could outlive it)
+    /// and has no `Drop` with effects beyond freeing memory. True of
+    /// k8s-openapi's types, kube's `DynamicObject` and `PartialObjectMeta`,
+    /// and structs made of such fields.
     pub unsafe fn whole_releasing_reclaimer<K: Resource + Send + Sync + 'static>(
         &self,
     ) -> Arc<dyn Reclaimer<K>> {

@@ -100,9 +100,9 @@ where
 }
 
 /// Parses `bytes` (checking the nesting depth) and hands the deserializer
-/// and the length of the parsed JSON to `f`, with the per-thread buffers. With `skip_managed_fields`, the
-/// bytes hold that shape and its `metadata.managedFields` is left out of
-/// the parse where it can be found.
+/// and the length of the parsed JSON to `f`, with the per-thread buffers.
+/// With `skip_managed_fields`, the bytes hold that shape and its
+/// `metadata.managedFields` is left out of the parse where it can be found.
 pub(crate) fn with_document<T, F>(
     bytes: &[u8],
     skip_managed_fields: Option<Shape>,

@@ -11,7 +11,7 @@
 //! property test holds the two to the same answers.
 
 use crate::MAX_DEPTH;
-use crate::classify::{self, BLOCK, Masks};
+use crate::classify::{BLOCK, Kernel, Masks, Portable};
 
 /// Skips the array or object whose opening bracket is at `json[at]`,
 /// nested `depth` deep, and returns the position just past its closing
@@ -20,6 +20,21 @@ use crate::classify::{self, BLOCK, Masks};
 /// container not ending, a byte outside strings that JSON does not allow
 /// there.
 pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx2) = crate::avx2::Avx2::detect() {
+        return avx2.skip_container(json, at, depth);
+    }
+    skip_container_with(Portable, json, at, depth)
+}
+
+/// [`skip_container`] with the masks of kernel `k`.
+#[inline(always)]
+pub(crate) fn skip_container_with<K: Kernel>(
+    k: K,
+    json: &[u8],
+    at: usize,
+    depth: usize,
+) -> Option<usize> {
     // One bit per open container: 1 for an object, 0 for an array.
     let mut kinds: u128 = 0;
     let mut open = 0usize;
@@ -29,7 +44,7 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
     let mut padded = [b' '; BLOCK];
     while start < json.len() {
         let block = block_at(json, start, &mut padded);
-        let (masks, outside) = strings.classify(block);
+        let (masks, outside) = strings.classify(k, block);
         // Outside strings, `managedFields` holds only brackets, quotes,
         // colons and commas: the full check runs only on blocks that hold
         // anything else.
@@ -37,7 +52,7 @@ pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usi
         let other = if unusual == 0 {
             0
         } else {
-            unusual & classify::other(block)
+            unusual & k.other(block)
         };
         let opens = masks.open & outside;
         let closes = masks.close & outside;
@@ -118,13 +133,13 @@ impl Strings {
     /// The masks of the next block, and which of its bytes lie outside
     /// strings (quotes excluded).
     #[inline(always)]
-    pub(crate) fn classify(&mut self, block: &[u8; BLOCK]) -> (Masks, u64) {
-        let masks = Masks::of(block);
+    pub(crate) fn classify<K: Kernel>(&mut self, k: K, block: &[u8; BLOCK]) -> (Masks, u64) {
+        let masks = k.masks(block);
         let (escaped, carry) = escaped(masks.backslash, self.escape_carry);
         self.escape_carry = carry;
         let quotes = masks.quote & !escaped;
         // Set from an opening quote up to (not including) its closing one.
-        let inside = prefix_xor(quotes) ^ self.in_string;
+        let inside = k.prefix_xor(quotes) ^ self.in_string;
         self.in_string = 0u64.wrapping_sub(inside >> (BLOCK - 1));
         (masks, !(inside | quotes))
     }
@@ -153,17 +168,6 @@ fn escaped(backslash: u64, first_escaped: bool) -> (u64, bool) {
         }
     }
     (escaped, carry)
-}
-
-/// Bit `i` of the result is the XOR of bits `0..=i` of `x`: set between
-/// an opening quote (included) and its closing one (excluded).
-fn prefix_xor(mut x: u64) -> u64 {
-    let mut shift = 1;
-    while shift < BLOCK {
-        x ^= x << shift;
-        shift *= 2;
-    }
-    x
 }
 
 #[cfg(test)]
@@ -216,7 +220,11 @@ mod tests {
             }
             let mut scan = Scanner { json: &json, at: prefix };
             let bytewise = scan.skip_container_bytewise(depth).map(|()| scan.at);
-            prop_assert_eq!(skip_container(&json, prefix, depth), bytewise);
+            prop_assert_eq!(skip_container_with(Portable, &json, prefix, depth), bytewise);
+            #[cfg(target_arch = "x86_64")]
+            if let Some(avx2) = crate::avx2::Avx2::detect() {
+                prop_assert_eq!(avx2.skip_container(&json, prefix, depth), bytewise);
+            }
         }
     }
 
@@ -231,7 +239,7 @@ mod tests {
     fn a_prefix_xor_marks_what_lies_between_quotes() {
         // Quotes at 1 and 4, and at 10 (a string that runs on).
         let q = (1 << 1) | (1 << 4) | (1 << 10);
-        let inside = prefix_xor(q);
+        let inside = Portable.prefix_xor(q);
         assert_eq!(inside & 0x3ff, 0b0000001110);
         assert_eq!(inside >> 10, u64::MAX >> 10);
     }

@@ -1,10 +1,12 @@
 //! A 64-byte block's bytes as bit masks, one per class the container
-//! skip needs (bit `i` for byte `i`).
+//! skip needs (bit `i` for byte `i`), computed by a [`Kernel`].
 //!
-//! On x86-64 the block is compared 16 bytes at a time with SSE2 (part of
-//! every x86-64 CPU) through `safe_arch`, whose wrappers need no `unsafe`
-//! here; elsewhere a byte loop gives the same masks, and a property test
-//! holds the two to the same answers.
+//! The [`Portable`] kernel compares the block 16 bytes at a time with SSE2
+//! on x86-64 (part of every x86-64 CPU) through `safe_arch`, whose wrappers
+//! need no `unsafe` here; elsewhere a byte loop gives the same masks. Where
+//! the CPU has AVX2, the scans run with [`crate::avx2`]'s kernel instead,
+//! chosen at run time. Property tests hold every kernel to the byte loop's
+//! answers.
 
 use crate::scanner;
 
@@ -28,9 +30,30 @@ pub(crate) struct Masks {
     pub(crate) punct: u64,
 }
 
-impl Masks {
+/// How a block's masks are computed. The scans are generic over it and
+/// inlined into each kernel's entry point, so that a kernel's instructions
+/// run in a function compiled for them.
+pub(crate) trait Kernel: Copy {
     /// The masks of `block`.
-    pub(crate) fn of(block: &[u8; BLOCK]) -> Self {
+    fn masks(self, block: &[u8; BLOCK]) -> Masks;
+
+    /// The bytes of `block` that JSON does not allow outside strings (a
+    /// dozen compares per byte, so asked for only when a block holds more
+    /// than punctuation there).
+    fn other(self, block: &[u8; BLOCK]) -> u64;
+
+    /// Bit `i` of the result is the XOR of bits `0..=i` of `x`: set between
+    /// an opening quote (included) and its closing one (excluded).
+    fn prefix_xor(self, x: u64) -> u64;
+}
+
+/// The kernel every CPU runs: SSE2 on x86-64, a byte loop elsewhere.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Portable;
+
+impl Kernel for Portable {
+    #[inline(always)]
+    fn masks(self, block: &[u8; BLOCK]) -> Masks {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         {
             sse2::masks(block)
@@ -40,19 +63,27 @@ impl Masks {
             bytewise(block)
         }
     }
-}
 
-/// The bytes of `block` that JSON does not allow outside strings (a
-/// dozen compares per byte, so asked for only when a block holds more
-/// than punctuation there).
-pub(crate) fn other(block: &[u8; BLOCK]) -> u64 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        sse2::other(block)
+    #[inline(always)]
+    fn other(self, block: &[u8; BLOCK]) -> u64 {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        {
+            sse2::other(block)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        {
+            other_bytewise(block)
+        }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        other_bytewise(block)
+
+    #[inline(always)]
+    fn prefix_xor(self, mut x: u64) -> u64 {
+        let mut shift = 1;
+        while shift < BLOCK {
+            x ^= x << shift;
+            shift *= 2;
+        }
+        x
     }
 }
 
@@ -65,8 +96,11 @@ fn bits(block: &[u8; BLOCK], test: impl Fn(u8) -> bool) -> u64 {
 }
 
 /// The masks one byte at a time.
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-fn bytewise(block: &[u8; BLOCK]) -> Masks {
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2", not(test)),
+    allow(dead_code)
+)]
+pub(crate) fn bytewise(block: &[u8; BLOCK]) -> Masks {
     Masks {
         quote: bits(block, |b| b == b'"'),
         backslash: bits(block, |b| b == b'\\'),
@@ -77,9 +111,12 @@ fn bytewise(block: &[u8; BLOCK]) -> Masks {
     }
 }
 
-/// [`other`] one byte at a time.
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-fn other_bytewise(block: &[u8; BLOCK]) -> u64 {
+/// [`Kernel::other`] one byte at a time.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2", not(test)),
+    allow(dead_code)
+)]
+pub(crate) fn other_bytewise(block: &[u8; BLOCK]) -> u64 {
     bits(block, |b| !scanner::allowed_outside_strings(b))
 }
 
@@ -114,7 +151,7 @@ mod sse2 {
         m
     }
 
-    /// [`super::other`] 16 bytes at a time.
+    /// [`super::Kernel::other`] 16 bytes at a time.
     pub(super) fn other(block: &[u8; BLOCK]) -> u64 {
         let mut other = 0;
         for (shift, v) in lanes(block) {
@@ -165,6 +202,21 @@ mod tests {
 
     use super::*;
 
+    /// Every kernel this CPU runs checks its answers for `block` against
+    /// the byte loop's.
+    fn check_kernels(block: &[u8; BLOCK], what: &str) {
+        check_kernel(Portable, block, what);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = crate::avx2::Avx2::detect() {
+            check_kernel(avx2, block, what);
+        }
+    }
+
+    fn check_kernel(k: impl Kernel + std::fmt::Debug, block: &[u8; BLOCK], what: &str) {
+        assert_eq!(k.masks(block), bytewise(block), "{k:?}: {what}");
+        assert_eq!(k.other(block), other_bytewise(block), "{k:?}: {what}");
+    }
+
     #[test]
     fn every_byte_value_lands_in_its_masks() {
         // Each byte value once, at every position of the block.
@@ -172,29 +224,45 @@ mod tests {
             let mut block = [b' '; BLOCK];
             for b in 0..=255u8 {
                 block[shift] = b;
-                assert_eq!(
-                    Masks::of(&block),
-                    bytewise(&block),
-                    "byte {b:#04x} at {shift}"
-                );
-                // The SSE2 check against the scanner's own byte classes.
-                assert_eq!(
-                    other(&block),
-                    other_bytewise(&block),
-                    "byte {b:#04x} at {shift}"
-                );
+                check_kernels(&block, &format!("byte {b:#04x} at {shift}"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_prefix_xor_is_the_same_whatever_the_kernel() {
+        let slow = |x: u64| {
+            (0..64).fold(0u64, |acc, i| {
+                acc | (((x & ((2u128 << i) - 1) as u64).count_ones() as u64 & 1) << i)
+            })
+        };
+        for x in [
+            0,
+            1,
+            u64::MAX,
+            1 << 63,
+            0x8000_0000_0000_0001,
+            0x0123_4567_89ab_cdef,
+        ] {
+            assert_eq!(Portable.prefix_xor(x), slow(x), "{x:#x}");
+            #[cfg(target_arch = "x86_64")]
+            if let Some(avx2) = crate::avx2::Avx2::detect() {
+                assert_eq!(avx2.prefix_xor(x), slow(x), "{x:#x}");
             }
         }
     }
 
     proptest! {
         #[test]
-        fn the_masks_do_not_depend_on_how_they_are_computed(block in prop::array::uniform32(any::<u8>()), rest in prop::array::uniform32(any::<u8>())) {
+        fn the_masks_do_not_depend_on_how_they_are_computed(block in prop::array::uniform32(any::<u8>()), rest in prop::array::uniform32(any::<u8>()), x in any::<u64>()) {
             let mut whole = [0u8; BLOCK];
             whole[..32].copy_from_slice(&block);
             whole[32..].copy_from_slice(&rest);
-            prop_assert_eq!(Masks::of(&whole), bytewise(&whole));
-            prop_assert_eq!(other(&whole), other_bytewise(&whole));
+            check_kernels(&whole, "random block");
+            #[cfg(target_arch = "x86_64")]
+            if let Some(avx2) = crate::avx2::Avx2::detect() {
+                prop_assert_eq!(avx2.prefix_xor(x), Portable.prefix_xor(x));
+            }
         }
     }
 }

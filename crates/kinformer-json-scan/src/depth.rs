@@ -8,7 +8,7 @@
 //! could cross the limit is walked bracket by bracket.
 
 use crate::block::{Strings, block_at};
-use crate::classify::BLOCK;
+use crate::classify::{BLOCK, Kernel, Portable};
 
 /// Whether the arrays and objects of a JSON text nest deeper than a limit,
 /// for text fed in pieces (say, a document with a member cut out).
@@ -45,12 +45,22 @@ impl NestingCheck {
 
     /// Counts the brackets of `json`, the next piece of the text.
     pub fn feed(&mut self, json: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = crate::avx2::Avx2::detect() {
+            return avx2.feed(self, json);
+        }
+        self.feed_with(Portable, json);
+    }
+
+    /// [`NestingCheck::feed`] with the masks of kernel `k`.
+    #[inline(always)]
+    pub(crate) fn feed_with<K: Kernel>(&mut self, k: K, json: &[u8]) {
         let mut strings = Strings::default();
         let mut start = 0;
         // Only the last block is padded: filled once.
         let mut padded = [b' '; BLOCK];
         while start < json.len() && !self.exceeded {
-            let (masks, outside) = strings.classify(block_at(json, start, &mut padded));
+            let (masks, outside) = strings.classify(k, block_at(json, start, &mut padded));
             let opens = masks.open & outside;
             let closes = masks.close & outside;
             if self.depth + opens.count_ones() as usize <= self.limit {
@@ -139,14 +149,18 @@ mod tests {
             values in prop::collection::vec(value(), 1..4),
             limit in prop_oneof![0usize..6, 6usize..40],
         ) {
-            // Pieces end between top-level values: outside strings.
-            let mut check = NestingCheck::new(limit);
+            // Pieces end between top-level values: outside strings. `feed`
+            // takes the fastest kernel; the portable one is checked too.
+            let (mut check, mut portable) = (NestingCheck::new(limit), NestingCheck::new(limit));
             let mut whole = Vec::new();
             for v in &values {
                 check.feed(v.as_bytes());
+                portable.feed_with(Portable, v.as_bytes());
                 whole.extend_from_slice(v.as_bytes());
             }
-            prop_assert_eq!(check.exceeded(), deepest_bytewise(&whole) > limit);
+            let expected = deepest_bytewise(&whole) > limit;
+            prop_assert_eq!(check.exceeded(), expected);
+            prop_assert_eq!(portable.exceeded(), expected);
         }
     }
 

@@ -96,11 +96,8 @@ fn bits(block: &[u8; BLOCK], test: impl Fn(u8) -> bool) -> u64 {
 }
 
 /// The masks one byte at a time.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "sse2", not(test)),
-    allow(dead_code)
-)]
-pub(crate) fn bytewise(block: &[u8; BLOCK]) -> Masks {
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn bytewise(block: &[u8; BLOCK]) -> Masks {
     Masks {
         quote: bits(block, |b| b == b'"'),
         backslash: bits(block, |b| b == b'\\'),
@@ -112,11 +109,8 @@ pub(crate) fn bytewise(block: &[u8; BLOCK]) -> Masks {
 }
 
 /// [`Kernel::other`] one byte at a time.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "sse2", not(test)),
-    allow(dead_code)
-)]
-pub(crate) fn other_bytewise(block: &[u8; BLOCK]) -> u64 {
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn other_bytewise(block: &[u8; BLOCK]) -> u64 {
     bits(block, |b| !scanner::allowed_outside_strings(b))
 }
 

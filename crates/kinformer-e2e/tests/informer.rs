@@ -50,6 +50,14 @@ enum Seen {
     Delete(String),
 }
 
+/// The next event a handler reported, within [`EVENT`].
+async fn next(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(EVENT, rx.recv())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
@@ -121,12 +129,7 @@ async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
     f.wait_for_cache_sync(SYNC).await.unwrap();
     let mut initial = Vec::new();
     for _ in 0..3 {
-        initial.push(
-            tokio::time::timeout(EVENT, rx.recv())
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        initial.push(next(&mut rx).await);
     }
     initial.sort_by_key(|s| format!("{s:?}"));
     assert_eq!(
@@ -137,31 +140,21 @@ async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
     );
     assert_eq!(pods.indexer().len(), 0);
 
+    // Each change waits for its event before the next is made: the
+    // handlers check the cache when they are called, and a later change
+    // applied first (the delete of "x" before the add is delivered) would
+    // make that check racy rather than wrong.
     cms.create(&PostParams::default(), &cm("x", json!({})))
         .await
         .unwrap();
+    assert_eq!(next(&mut rx).await, Seen::Add("x".into(), false));
     let patch = json!({"data": {"k": "v1"}});
     cms.patch("x", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+    assert_eq!(next(&mut rx).await, Seen::Update("x".into(), "v1".into()));
     cms.delete("x", &DeleteParams::default()).await.unwrap();
-    let mut got = Vec::new();
-    for _ in 0..3 {
-        got.push(
-            tokio::time::timeout(EVENT, rx.recv())
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
-    assert_eq!(
-        got,
-        vec![
-            Seen::Add("x".into(), false),
-            Seen::Update("x".into(), "v1".into()),
-            Seen::Delete("x".into())
-        ]
-    );
+    assert_eq!(next(&mut rx).await, Seen::Delete("x".into()));
 
     // A typed Pod informer of the same factory follows its own resource.
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);

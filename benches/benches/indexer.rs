@@ -69,6 +69,22 @@ fn updates(c: &mut Criterion) {
                 })
             })
         });
+        // Each update replaces the other version of its object (the same
+        // labels, another resource version): the replaced object is not the
+        // new one, and at 1M it is cold, as in a watch's updates.
+        let mut current = vec![false; n];
+        group.bench_function(BenchmarkId::new("kinformer_batch256_alternate", n), |b| {
+            b.iter(|| {
+                indexer.write(|w| {
+                    for _ in 0..BATCH {
+                        let i = rng.below(n);
+                        current[i] = !current[i];
+                        let obj = if current[i] { &next[i] } else { &objs[i].1 };
+                        w.upsert(objs[i].0.clone(), Arc::clone(obj));
+                    }
+                })
+            })
+        });
         // The pool's batch, and four times it as a pool thread takes while
         // a list streams in: the nodes a batch copies are shared by more
         // updates.

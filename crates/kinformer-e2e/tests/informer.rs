@@ -141,9 +141,9 @@ async fn typed_informers_sync_and_observe_changes_in_order_cache_first() {
     assert_eq!(pods.indexer().len(), 0);
 
     // Each change waits for its event before the next is made: the
-    // handlers check the cache when they are called, and a later change
-    // applied first (the delete of "x" before the add is delivered) would
-    // make that check racy rather than wrong.
+    // handlers check the cache when they run, and a later change applied
+    // before then (the delete of "x" before its add is delivered, as
+    // client-go allows too) would fail those checks with nothing wrong.
     cms.create(&PostParams::default(), &cm("x", json!({})))
         .await
         .unwrap();

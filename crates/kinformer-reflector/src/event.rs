@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use crate::error::ReflectorError;
 use crate::event_line::{Line, LineSeed, ObjectEvent};
 use crate::managed_fields::Shape;
+use crate::object_decode::{ObjectDecode, SerdeDecode};
 use crate::transport::StatusBody;
 
 /// The annotation of the bookmark that ends a WatchList's initial events.
@@ -86,6 +87,15 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
     line: &[u8],
     skip_managed_fields: bool,
 ) -> Result<WatchEvent<K>, ReflectorError> {
+    decode_event_as::<K, SerdeDecode>(line, skip_managed_fields)
+}
+
+/// [`decode_event_with`], the object decoded by `D` (see
+/// [`crate::object_decode`]).
+pub fn decode_event_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
+    line: &[u8],
+    skip_managed_fields: bool,
+) -> Result<WatchEvent<K>, ReflectorError> {
     let in_object = Cell::new(false);
     let skip = skip_managed_fields.then_some(Shape::WatchLine);
     let parsed = crate::json::with_document(line, skip, |de, line_len| {
@@ -93,7 +103,7 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
             skip_managed_fields,
             line_len,
             in_object: &in_object,
-            object: PhantomData,
+            object: PhantomData::<fn() -> (K, D)>,
         }
         .deserialize(de)
     });
@@ -115,12 +125,12 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
         Line::Error(status) => Ok(error_event(status)),
         Line::Unknown(ty) => Err(ReflectorError::UnknownEventType(ty)),
         Line::MissingObject(ty) => Err(ReflectorError::MissingObject(ty)),
-        Line::ObjectFirst => decode_event_in_two_passes(line, skip_managed_fields),
+        Line::ObjectFirst => decode_event_in_two_passes::<K, D>(line, skip_managed_fields),
     }
 }
 
 /// The slow path: find the object's bytes with `serde_json`, then decode them.
-fn decode_event_in_two_passes<K: Resource + DeserializeOwned>(
+fn decode_event_in_two_passes<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
     line: &[u8],
     skip_managed_fields: bool,
 ) -> Result<WatchEvent<K>, ReflectorError> {
@@ -130,7 +140,8 @@ fn decode_event_in_two_passes<K: Resource + DeserializeOwned>(
         raw.object
             .ok_or_else(|| ReflectorError::MissingObject(ty.into()))
     };
-    let decode = |ty: &str| decode_object_with(object(ty)?.get().as_bytes(), skip_managed_fields);
+    let decode =
+        |ty: &str| decode_object_as::<K, D>(object(ty)?.get().as_bytes(), skip_managed_fields);
     match raw.ty.as_str() {
         "ADDED" => decode("ADDED").map(WatchEvent::Added),
         "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
@@ -178,7 +189,16 @@ pub fn decode_object_with<K: Resource + DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
 ) -> Result<K, ReflectorError> {
-    let obj = crate::json::from_slice(bytes, skip_managed_fields)
+    decode_object_as::<K, SerdeDecode>(bytes, skip_managed_fields)
+}
+
+/// [`decode_object_with`], the object decoded by `D` (see
+/// [`crate::object_decode`]).
+pub fn decode_object_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
+    bytes: &[u8],
+    skip_managed_fields: bool,
+) -> Result<K, ReflectorError> {
+    let obj = crate::json::from_slice_as::<K, D>(bytes, skip_managed_fields)
         .map_err(|e| ReflectorError::DecodeObject(e.to_string()))?;
     check_name(obj)
 }
@@ -266,7 +286,8 @@ mod tests {
             for skip in [false, true] {
                 let line = pod_line(ty);
                 let one = object_of(decode_event_with::<Pod>(&line, skip).unwrap());
-                let two = object_of(decode_event_in_two_passes::<Pod>(&line, skip).unwrap());
+                let two =
+                    object_of(decode_event_in_two_passes::<Pod, SerdeDecode>(&line, skip).unwrap());
                 assert_eq!(one, two);
                 assert_eq!(one.0, ty);
                 assert_eq!(one.1.metadata.managed_fields.is_none(), skip);
@@ -283,7 +304,7 @@ mod tests {
                 skip_managed_fields: false,
                 line_len,
                 in_object: &in_object,
-                object: PhantomData,
+                object: PhantomData::<fn() -> (Pod, SerdeDecode)>,
             }
             .deserialize(de)
         })

@@ -12,6 +12,7 @@ use serde::de::{
 };
 
 use crate::event::BookmarkObject;
+use crate::object_decode::ObjectDecode;
 use crate::transport::StatusBody;
 
 /// The event types that carry an object of the watched kind.
@@ -40,22 +41,23 @@ pub(crate) enum Line<K> {
 /// Reads one line of `line_len` bytes (as parsed); `in_object` is set
 /// while the object is being decoded, so that a failure there can be told
 /// from a malformed line.
-pub(crate) struct LineSeed<'a, K> {
+/// `D` decodes the object (see [`crate::object_decode`]).
+pub(crate) struct LineSeed<'a, K, D> {
     pub(crate) skip_managed_fields: bool,
     pub(crate) line_len: usize,
     pub(crate) in_object: &'a Cell<bool>,
-    pub(crate) object: PhantomData<fn() -> K>,
+    pub(crate) object: PhantomData<fn() -> (K, D)>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for LineSeed<'_, K> {
+impl<'de, K: DeserializeOwned, D: ObjectDecode<K>> DeserializeSeed<'de> for LineSeed<'_, K, D> {
     type Value = Line<K>;
 
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Line<K>, D::Error> {
+    fn deserialize<De: Deserializer<'de>>(self, de: De) -> Result<Line<K>, De::Error> {
         de.deserialize_map(self)
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for LineSeed<'_, K> {
+impl<'de, K: DeserializeOwned, D: ObjectDecode<K>> Visitor<'de> for LineSeed<'_, K, D> {
     type Value = Line<K>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -91,7 +93,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for LineSeed<'_, K> {
     }
 }
 
-impl<K: DeserializeOwned> LineSeed<'_, K> {
+impl<K: DeserializeOwned, D: ObjectDecode<K>> LineSeed<'_, K, D> {
     /// Decodes the `object` value as an event of type `ty` calls for.
     fn object<'de, A: MapAccess<'de>>(&self, ty: &str, map: &mut A) -> Result<Line<K>, A::Error> {
         let kind = match ty {
@@ -109,7 +111,7 @@ impl<K: DeserializeOwned> LineSeed<'_, K> {
             }
         };
         self.in_object.set(true);
-        let obj = map.next_value_seed(ObjectSeed::<K> {
+        let obj = map.next_value_seed(ObjectSeed::<K, D> {
             skip_managed_fields: self.skip_managed_fields,
             input_len: self.line_len.saturating_sub(FRAME_BYTES + ty.len()),
             object: PhantomData,
@@ -127,17 +129,17 @@ const FRAME_BYTES: usize = r#"{"type":"","object":}"#.len();
 
 /// Decodes the object itself, pruned or whole, into an object arena sized
 /// for `input_len` bytes of JSON.
-struct ObjectSeed<K> {
+struct ObjectSeed<K, D> {
     skip_managed_fields: bool,
     input_len: usize,
-    object: PhantomData<fn() -> K>,
+    object: PhantomData<fn() -> (K, D)>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ObjectSeed<K> {
+impl<'de, K, D: ObjectDecode<K>> DeserializeSeed<'de> for ObjectSeed<K, D> {
     type Value = K;
 
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<K, D::Error> {
-        crate::json::object_in_arena(de, self.skip_managed_fields, self.input_len)
+    fn deserialize<De: Deserializer<'de>>(self, de: De) -> Result<K, De::Error> {
+        crate::json::object_in_arena::<De, K, D>(de, self.skip_managed_fields, self.input_len)
     }
 }
 

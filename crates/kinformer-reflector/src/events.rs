@@ -20,8 +20,9 @@ use tokio::sync::oneshot;
 
 use crate::decode::DecodePool;
 use crate::error::ReflectorError;
-use crate::event::{WatchEvent, decode_event_with, decode_object_with, resource_version};
+use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
+use crate::object_decode::Decoders;
 use crate::shard::shard_of_json;
 
 /// Lines per batch handed to a decode thread.
@@ -46,6 +47,7 @@ pub struct Decoder<K> {
     fifo: Arc<DeltaFifo<K>>,
     pool: Option<Arc<DecodePool>>,
     skip_managed_fields: bool,
+    decoders: Decoders<K>,
 }
 
 impl<K> Clone for Decoder<K> {
@@ -54,6 +56,7 @@ impl<K> Clone for Decoder<K> {
             fifo: Arc::clone(&self.fifo),
             pool: self.pool.clone(),
             skip_managed_fields: self.skip_managed_fields,
+            decoders: self.decoders,
         }
     }
 }
@@ -111,7 +114,14 @@ where
             fifo,
             pool,
             skip_managed_fields: false,
+            decoders: Decoders::serde(),
         }
+    }
+
+    /// Decodes objects with `decoders` (default: [`Decoders::serde`]).
+    pub fn decoders(mut self, decoders: Decoders<K>) -> Self {
+        self.decoders = decoders;
+        self
     }
 
     /// Skip `metadata.managedFields` while decoding (see [`crate::prune`]).
@@ -160,36 +170,26 @@ where
 
     /// Decodes watch lines.
     pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
-        if self.skip_managed_fields {
-            self.run(lines, |fifo, l| decode_line(fifo, l, true))
-        } else {
-            self.run(lines, |fifo, l| decode_line(fifo, l, false))
-        }
+        let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        self.run(lines, move |fifo, l| decode_line(fifo, l, decode, skip))
     }
 
     /// Decodes LIST items (each one object's JSON).
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
-        fn item<K: Resource + DeserializeOwned>(
-            fifo: &DeltaFifo<K>,
-            b: &[u8],
-            skip: bool,
-        ) -> Result<Prepared<K>, ReflectorError> {
-            decode_object_with::<K>(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
-        }
-        if self.skip_managed_fields {
-            self.run(items, |fifo, b| item(fifo, b, true))
-        } else {
-            self.run(items, |fifo, b| item(fifo, b, false))
-        }
+        let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        self.run(items, move |fifo, b| {
+            decode.object(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
+        })
     }
 }
 
 fn decode_line<K: Resource + DeserializeOwned>(
     fifo: &DeltaFifo<K>,
     line: &[u8],
+    decode: Decoders<K>,
     skip_managed_fields: bool,
 ) -> Decoded<K> {
-    let event = decode_event_with::<K>(line, skip_managed_fields)?;
+    let event = decode.event(line, skip_managed_fields)?;
     let rv = match &event {
         WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
             resource_version(o).map(str::to_string)

@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use simd_json::Buffers;
 
 use crate::managed_fields::{Shape, managed_fields_member};
+use crate::object_decode::{ObjectDecode, SerdeDecode};
 
 /// Deepest nesting of arrays and objects accepted (`serde_json`'s limit).
 pub const MAX_DEPTH: usize = kinformer_json_scan::MAX_DEPTH;
@@ -68,9 +69,17 @@ pub fn from_slice<K: DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
 ) -> Result<K, JsonError> {
+    from_slice_as::<K, SerdeDecode>(bytes, skip_managed_fields)
+}
+
+/// [`from_slice`], the object decoded by `D` (see [`crate::object_decode`]).
+pub fn from_slice_as<K, D: ObjectDecode<K>>(
+    bytes: &[u8],
+    skip_managed_fields: bool,
+) -> Result<K, JsonError> {
     let skip = skip_managed_fields.then_some(Shape::Object);
     with_document(bytes, skip, |de, len| {
-        object_in_arena(de, skip_managed_fields, len)
+        object_in_arena::<_, K, D>(de, skip_managed_fields, len)
     })
 }
 
@@ -85,18 +94,16 @@ pub fn from_slice<K: DeserializeOwned>(
 /// cut from chunk classes none used before, whose first pages the kernel
 /// must supply (a load test saw ~25 ms of a decode thread at each bookmark).
 /// List items and watch events of one type share the estimate.
-pub(crate) fn object_in_arena<'de, D, K>(
-    de: D,
+pub(crate) fn object_in_arena<'de, De, K, D>(
+    de: De,
     skip_managed_fields: bool,
     input_len: usize,
-) -> Result<K, D::Error>
+) -> Result<K, De::Error>
 where
-    D: serde::Deserializer<'de>,
-    K: DeserializeOwned,
+    De: serde::Deserializer<'de>,
+    D: ObjectDecode<K>,
 {
-    kinformer_alloc::with_object_arena(input_len, || {
-        crate::prune::deserialize_object(de, skip_managed_fields)
-    })
+    kinformer_alloc::with_object_arena(input_len, || D::deserialize(de, skip_managed_fields))
 }
 
 /// Parses `bytes` (checking the nesting depth) and hands the deserializer

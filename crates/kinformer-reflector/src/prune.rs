@@ -8,6 +8,7 @@
 //! no allocation), and only at `metadata.managedFields`: a field of that
 //! name anywhere else (a custom resource's spec, say) is kept.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{
@@ -218,13 +219,13 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for PruningVisitor<V> {
 }
 
 /// A map key, borrowed from the input when it has no escapes.
-enum Key<'de> {
+pub(crate) enum Key<'de> {
     Borrowed(&'de str),
     Owned(String),
 }
 
 impl Key<'_> {
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             Key::Borrowed(s) => s,
             Key::Owned(s) => s,
@@ -304,6 +305,34 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for PruningSeed<S> {
             de,
             level: self.level,
         })
+    }
+}
+
+/// Decodes an object's `metadata`, without its `managedFields` when
+/// `skip_managed_fields` is set.
+pub(crate) fn metadata_seed(skip_managed_fields: bool) -> MetadataSeed {
+    MetadataSeed {
+        skip_managed_fields,
+    }
+}
+
+/// See [`metadata_seed`].
+pub(crate) struct MetadataSeed {
+    skip_managed_fields: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed {
+    type Value = ObjectMeta;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<ObjectMeta, D::Error> {
+        if self.skip_managed_fields {
+            ObjectMeta::deserialize(Pruning {
+                de,
+                level: Level::Metadata,
+            })
+        } else {
+            ObjectMeta::deserialize(de)
+        }
     }
 }
 

@@ -35,6 +35,7 @@ use crate::event::WatchEvent;
 use crate::events::{DecodedEvent, Decoder, EventStream};
 use crate::lines::Lines;
 use crate::metrics::{Counters, MetricsHandle, bump};
+use crate::object_decode::Decoders;
 use crate::target::ListWatchTarget;
 use crate::transport::send;
 
@@ -73,6 +74,7 @@ pub struct Reflector<K> {
     on_error: Option<WatchErrorHandler>,
     metrics: MetricsHandle,
     pool: Option<Arc<DecodePool>>,
+    decoders: Decoders<K>,
 }
 
 /// The reflector should return (shutdown, or the queue is closed).
@@ -132,7 +134,16 @@ where
             on_error: None,
             metrics: MetricsHandle::default(),
             pool: None,
+            decoders: Decoders::serde(),
         }
+    }
+
+    /// Decodes objects with `decoders` (default: [`Decoders::serde`]; a
+    /// metadata-only reflector of `PartialObjectMeta` is cheaper with
+    /// [`Decoders::partial_object_meta`]).
+    pub fn decoders(mut self, decoders: Decoders<K>) -> Self {
+        self.decoders = decoders;
+        self
     }
 
     /// Decodes on `pool`'s threads instead of the task that reads the
@@ -145,6 +156,7 @@ where
     pub(crate) fn decoder(&self) -> Decoder<K> {
         Decoder::new(Arc::clone(&self.fifo), self.pool.clone())
             .skip_managed_fields(self.config.skip_managed_fields)
+            .decoders(self.decoders)
     }
 
     /// Waits while the queue holds more than `max_queued_keys` keys, so the

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
-    CancellationToken, DecodePool, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
-    ReflectorMetrics, WatchErrorHandler,
+    CancellationToken, DecodePool, Decoders, ListWatchTarget, Reflector, ReflectorConfig,
+    ReflectorError, ReflectorMetrics, WatchErrorHandler,
 };
 use kube::Client;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
@@ -324,7 +324,7 @@ impl SharedInformerFactory {
             .namespace
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
-        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options))
+        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options), Decoders::serde())
     }
 
     /// The shared informer of a dynamic resource (e.g. a CRD found through
@@ -343,7 +343,7 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let target =
             Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
-        self.get_or_create::<DynamicObject>(target)
+        self.get_or_create::<DynamicObject>(target, Decoders::serde())
     }
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
@@ -371,7 +371,7 @@ impl SharedInformerFactory {
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
         let target = Self::target::<K>(&(), ns, &options).metadata_only(true);
-        self.get_or_create::<PartialObjectMeta<K>>(target)
+        self.get_or_create::<PartialObjectMeta<K>>(target, Decoders::partial_object_meta())
     }
 
     /// Registers a transform for informers of `K` created after this call
@@ -399,7 +399,11 @@ impl SharedInformerFactory {
         t
     }
 
-    fn get_or_create<K>(&self, target: ListWatchTarget) -> SharedIndexInformer<K>
+    fn get_or_create<K>(
+        &self,
+        target: ListWatchTarget,
+        decoders: Decoders<K>,
+    ) -> SharedIndexInformer<K>
     where
         K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
     {
@@ -445,6 +449,7 @@ impl SharedInformerFactory {
             Reflector::new(inner.client.clone(), target, Arc::clone(informer.queue()))
                 .name(name.clone())
                 .config(inner.reflector.clone())
+                .decoders(decoders)
                 .on_watch_error_shared(inner.on_watch_error.clone());
         if let Some(pool) = self.decode_pool() {
             // Replaced objects go back to the decode thread that built them.

@@ -284,7 +284,7 @@ async fn handlers_before_and_after_start_see_every_object() {
 async fn metadata_informer_caches_partial_objects() {
     let (sim, client) = sim().await;
     fill(&sim);
-    let f = factory(client);
+    let f = factory(client.clone());
     let meta = f.metadata_informer::<Pod>();
     let full = f.informer::<Pod>();
     let nodes = f.informer_with::<Node>(InformerOptions::default().namespace("ignored"));
@@ -293,6 +293,18 @@ async fn metadata_informer_caches_partial_objects() {
     assert_eq!(meta.indexer().len(), 3);
     let m = meta.indexer().get("default/web-1").unwrap();
     assert_eq!(m.metadata.labels.as_ref().unwrap()["app"], "web");
+    // The informer's own decoder (not kube's derive, see
+    // `kinformer_reflector::partial_meta`) gives what kube gives for the
+    // same object.
+    let api = kube::Api::<Pod>::namespaced(client.clone(), "default");
+    let kube_decoded = api.get_metadata("web-1").await.unwrap();
+    let types = m.types.clone().unwrap();
+    assert_eq!(
+        (types.api_version.as_str(), types.kind.as_str()),
+        ("meta.k8s.io/v1", "PartialObjectMetadata")
+    );
+    assert_eq!(m.types, kube_decoded.types);
+    assert_eq!(m.metadata, kube_decoded.metadata);
     assert_eq!(full.indexer().len(), 3);
     assert!(nodes.indexer().is_empty());
     assert_eq!(sim.handle().stats().watches_started, 3);

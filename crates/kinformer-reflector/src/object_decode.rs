@@ -1,0 +1,127 @@
+//! How a reflector turns JSON into objects of its type.
+//!
+//! Most types decode through their own `Deserialize` impl
+//! ([`SerdeDecode`], with `metadata.managedFields` pruned on request). A
+//! type whose derived impl does needless work gets a decoder of its own:
+//! kube's `PartialObjectMeta` ([`PartialObjectMetaDecode`], see
+//! [`crate::partial_meta`]). [`Decoders`] holds the chosen decoder's entry
+//! points as plain function pointers, so the reflector and its decode
+//! pipeline stay generic over the object type alone.
+
+use kube_core::{PartialObjectMeta, Resource};
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
+
+use crate::error::ReflectorError;
+use crate::event::{WatchEvent, decode_event_as, decode_object_as};
+use crate::partial_meta::PartialObjectMetaSeed;
+
+/// Decodes one object of type `K` from any deserializer.
+pub trait ObjectDecode<K> {
+    /// Decodes `K`, leaving out `metadata.managedFields` when
+    /// `skip_managed_fields` is set.
+    fn deserialize<'de, D: Deserializer<'de>>(
+        de: D,
+        skip_managed_fields: bool,
+    ) -> Result<K, D::Error>;
+}
+
+/// `K`'s own `Deserialize` impl (pruned by [`crate::prune`] on request).
+pub struct SerdeDecode;
+
+impl<K: DeserializeOwned> ObjectDecode<K> for SerdeDecode {
+    fn deserialize<'de, D: Deserializer<'de>>(
+        de: D,
+        skip_managed_fields: bool,
+    ) -> Result<K, D::Error> {
+        crate::prune::deserialize_object(de, skip_managed_fields)
+    }
+}
+
+/// kube's `PartialObjectMeta` read member by member, without the buffering
+/// of its derived impl (see [`crate::partial_meta`]); same result.
+pub struct PartialObjectMetaDecode;
+
+impl<K> ObjectDecode<PartialObjectMeta<K>> for PartialObjectMetaDecode {
+    fn deserialize<'de, D: Deserializer<'de>>(
+        de: D,
+        skip_managed_fields: bool,
+    ) -> Result<PartialObjectMeta<K>, D::Error> {
+        PartialObjectMetaSeed::new(skip_managed_fields).deserialize(de)
+    }
+}
+
+/// Decodes one watch line (the flag: skip `metadata.managedFields`).
+pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, ReflectorError>;
+/// Decodes one object's JSON, a LIST item (the flag as for [`EventFn`]).
+pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
+
+/// The decode functions a reflector of `K` uses: [`Decoders::serde`] by
+/// default, [`Decoders::partial_object_meta`] for metadata-only informers.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube_core::PartialObjectMeta;
+/// use kinformer_reflector::object_decode::Decoders;
+///
+/// let d = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
+/// let line = br#"{"type":"ADDED","object":{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","resourceVersion":"3"}}}"#;
+/// assert!(d.event(line, true).is_ok());
+/// assert!(Decoders::<Pod>::serde().object(b"{}", false).is_err()); // no name
+/// ```
+pub struct Decoders<K> {
+    event: EventFn<K>,
+    object: ObjectFn<K>,
+}
+
+impl<K> Clone for Decoders<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Decoders<K> {}
+
+impl<K> std::fmt::Debug for Decoders<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoders").finish_non_exhaustive()
+    }
+}
+
+impl<K: Resource + DeserializeOwned> Decoders<K> {
+    /// Through `K`'s own `Deserialize` impl.
+    pub fn serde() -> Self {
+        Self::with::<SerdeDecode>()
+    }
+
+    /// Through the decoder `D`.
+    pub fn with<D: ObjectDecode<K>>() -> Self {
+        Self {
+            event: decode_event_as::<K, D>,
+            object: decode_object_as::<K, D>,
+        }
+    }
+
+    /// Decodes one watch line.
+    pub fn event(
+        &self,
+        line: &[u8],
+        skip_managed_fields: bool,
+    ) -> Result<WatchEvent<K>, ReflectorError> {
+        (self.event)(line, skip_managed_fields)
+    }
+
+    /// Decodes one object (a LIST item) and checks it has a name.
+    pub fn object(&self, bytes: &[u8], skip_managed_fields: bool) -> Result<K, ReflectorError> {
+        (self.object)(bytes, skip_managed_fields)
+    }
+}
+
+impl<K> Decoders<PartialObjectMeta<K>>
+where
+    PartialObjectMeta<K>: Resource + DeserializeOwned,
+{
+    /// Through [`PartialObjectMetaDecode`].
+    pub fn partial_object_meta() -> Self {
+        Self::with::<PartialObjectMetaDecode>()
+    }
+}

@@ -83,6 +83,14 @@ fn decode(c: &mut Criterion) {
             .expect("decode")
         })
     });
+    // The same line through the decoder metadata-only informers use
+    // (`PartialObjectMeta` read member by member, not through kube's
+    // derive and its `flatten` buffer).
+    let partial = kinformer_reflector::Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
+    group.bench_function(
+        "kinformer_metadata_line_skip_managed_fields_own_decoder",
+        |b| b.iter(|| partial.event(&meta_line, true).expect("decode")),
+    );
     // A whole watch line, as the apiserver writes it (`type` first): parsed
     // once, the object decoded as its type says.
     let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();

@@ -15,6 +15,8 @@
 //! - [`prune`]: decoding without `metadata.managedFields`;
 //! - [`object_decode`]: which decoder a reflector uses for its type ([`Decoders`]);
 //! - [`partial_meta`]: decoding kube's `PartialObjectMeta` without serde's `flatten`;
+//! - [`dynamic_object`]: the same for kube's `DynamicObject`;
+//! - `type_meta`: their `apiVersion` and `kind`, read as the derived impls read them;
 //! - `managed_fields`: finding that field in raw JSON, to leave it out of the parse;
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);
@@ -33,6 +35,7 @@
 pub mod backoff;
 pub mod config;
 pub mod decode;
+pub mod dynamic_object;
 pub mod error;
 pub mod event;
 mod event_line;
@@ -49,6 +52,7 @@ pub mod reflector;
 pub mod shard;
 pub mod target;
 pub mod transport;
+mod type_meta;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;

@@ -4,13 +4,16 @@
 //! ([`SerdeDecode`], with `metadata.managedFields` pruned on request). A
 //! type whose derived impl does needless work gets a decoder of its own:
 //! kube's `PartialObjectMeta` ([`PartialObjectMetaDecode`], see
-//! [`crate::partial_meta`]). [`Decoders`] holds the chosen decoder's entry
+//! [`crate::partial_meta`]) and `DynamicObject` ([`DynamicObjectDecode`],
+//! see [`crate::dynamic_object`]). [`Decoders`] holds the chosen decoder's entry
 //! points as plain function pointers, so the reflector and its decode
 //! pipeline stay generic over the object type alone.
 
+use kube::api::DynamicObject;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 
+use crate::dynamic_object::DynamicObjectSeed;
 use crate::error::ReflectorError;
 use crate::event::{WatchEvent, decode_event_as, decode_object_as};
 use crate::partial_meta::PartialObjectMetaSeed;
@@ -50,13 +53,28 @@ impl<K> ObjectDecode<PartialObjectMeta<K>> for PartialObjectMetaDecode {
     }
 }
 
+/// kube's `DynamicObject` with each member decoded once, straight into
+/// its place (see [`crate::dynamic_object`]); same result as its derived
+/// impl.
+pub struct DynamicObjectDecode;
+
+impl ObjectDecode<DynamicObject> for DynamicObjectDecode {
+    fn deserialize<'de, D: Deserializer<'de>>(
+        de: D,
+        skip_managed_fields: bool,
+    ) -> Result<DynamicObject, D::Error> {
+        DynamicObjectSeed::new(skip_managed_fields).deserialize(de)
+    }
+}
+
 /// Decodes one watch line (the flag: skip `metadata.managedFields`).
 pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, ReflectorError>;
 /// Decodes one object's JSON, a LIST item (the flag as for [`EventFn`]).
 pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
 
 /// The decode functions a reflector of `K` uses: [`Decoders::serde`] by
-/// default, [`Decoders::partial_object_meta`] for metadata-only informers.
+/// default, [`Decoders::partial_object_meta`] for metadata-only informers,
+/// [`Decoders::dynamic_object`] for dynamic ones.
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
@@ -123,5 +141,12 @@ where
     /// Through [`PartialObjectMetaDecode`].
     pub fn partial_object_meta() -> Self {
         Self::with::<PartialObjectMetaDecode>()
+    }
+}
+
+impl Decoders<DynamicObject> {
+    /// Through [`DynamicObjectDecode`].
+    pub fn dynamic_object() -> Self {
+        Self::with::<DynamicObjectDecode>()
     }
 }

@@ -10,7 +10,7 @@
 //! directly, to the same result as the derive:
 //! - `types` is `Some` exactly when `apiVersion` and `kind` each appear once,
 //!   as strings (otherwise the flattened `TypeMeta` fails to decode, which
-//!   the derive turns into `None`);
+//!   the derive turns into `None`; see the private module `type_meta`);
 //! - `metadata` is the default when absent, and an error when repeated;
 //! - every other member is ignored.
 
@@ -18,10 +18,11 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_core::{PartialObjectMeta, TypeMeta};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use kube_core::PartialObjectMeta;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::prune::{Key, metadata_seed};
+use crate::type_meta::{TypeMetaField, TypeMetaMembers};
 
 /// Decodes a `PartialObjectMeta<K>`, leaving out `metadata.managedFields`
 /// when `skip_managed_fields` is set.
@@ -70,13 +71,18 @@ impl<'de, K> Visitor<'de> for PartialObjectMetaSeed<K> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut api_version = TypeField::Absent;
-        let mut kind = TypeField::Absent;
+        let mut types = TypeMetaMembers::default();
         let mut metadata: Option<ObjectMeta> = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
+            if let Some(field) = TypeMetaField::of(key.as_str()) {
+                if types.taking() {
+                    types.take(field, map.next_value()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                continue;
+            }
             match key.as_str() {
-                "apiVersion" => api_version.set(map.next_value()?),
-                "kind" => kind.set(map.next_value()?),
                 "metadata" => {
                     if metadata.is_some() {
                         return Err(de::Error::duplicate_field("metadata"));
@@ -88,102 +94,11 @@ impl<'de, K> Visitor<'de> for PartialObjectMetaSeed<K> {
                 }
             }
         }
-        let types = match (api_version, kind) {
-            (TypeField::Valid(api_version), TypeField::Valid(kind)) => {
-                Some(TypeMeta { api_version, kind })
-            }
-            _ => None,
-        };
         Ok(PartialObjectMeta {
-            types,
+            types: types.finish(),
             metadata: metadata.unwrap_or_default(),
             _phantom: PhantomData,
         })
-    }
-}
-
-/// What was seen of one `TypeMeta` member.
-enum TypeField {
-    Absent,
-    Valid(String),
-    /// Not a string, or seen twice: `TypeMeta` cannot be decoded.
-    Invalid,
-}
-
-impl TypeField {
-    fn set(&mut self, value: StringOrOther) {
-        *self = match (&*self, value) {
-            (TypeField::Absent, StringOrOther::String(s)) => TypeField::Valid(s),
-            _ => TypeField::Invalid,
-        };
-    }
-}
-
-/// A member's value: a string, or anything else (consumed and dropped).
-enum StringOrOther {
-    String(String),
-    Other,
-}
-
-impl<'de> de::Deserialize<'de> for StringOrOther {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_any(StringOrOtherVisitor)
-    }
-}
-
-struct StringOrOtherVisitor;
-
-impl<'de> Visitor<'de> for StringOrOtherVisitor {
-    type Value = StringOrOther;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any value")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::String(v.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::String(v))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<StringOrOther, E> {
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<StringOrOther, D::Error> {
-        de.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StringOrOther, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(StringOrOther::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringOrOther, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(StringOrOther::Other)
     }
 }
 

@@ -343,7 +343,7 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let target =
             Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
-        self.get_or_create::<DynamicObject>(target, Decoders::serde())
+        self.get_or_create::<DynamicObject>(target, Decoders::dynamic_object())
     }
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):

@@ -52,7 +52,7 @@ fn fill(sim: &RunningSim) {
         .create(
             "configmaps",
             json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "cm", "namespace": "default"}}),
+            "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": "v"}}),
         )
         .unwrap();
 }
@@ -315,7 +315,7 @@ async fn metadata_informer_caches_partial_objects() {
 async fn dynamic_informer_lists_by_api_resource() {
     let (sim, client) = sim().await;
     fill(&sim);
-    let f = factory(client);
+    let f = factory(client.clone());
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
     let cms = f.dynamic_informer(&ar);
     let again = f.dynamic_informer(&ar);
@@ -324,6 +324,15 @@ async fn dynamic_informer_lists_by_api_resource() {
     assert_eq!(cms.indexer().len(), 1);
     let cm: Arc<DynamicObject> = again.indexer().get("default/cm").unwrap();
     assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+    // The informer's own decoder (not kube's derive, see
+    // `kinformer_reflector::dynamic_object`) gives what kube gives.
+    let api = kube::Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar);
+    assert_eq!(*cm, api.get("cm").await.unwrap());
+    assert_eq!(
+        cm.types.as_ref().map(|t| t.kind.as_str()),
+        Some("ConfigMap")
+    );
+    assert_eq!(cm.data["data"]["k"], "v");
     assert_eq!(sim.handle().stats().watches_started, 1);
     f.shutdown().await;
 }

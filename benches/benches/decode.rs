@@ -94,6 +94,18 @@ fn decode(c: &mut Criterion) {
     // A whole watch line, as the apiserver writes it (`type` first): parsed
     // once, the object decoded as its type says.
     let line = [br#"{"type":"MODIFIED","object":"#.as_slice(), &bytes, b"}"].concat();
+    // The same line as a dynamic informer decodes it: kube's derived
+    // `DynamicObject` (its `flatten` buffers the whole body first), and the
+    // decoder dynamic informers use (each member once, into its place).
+    let derived = kinformer_reflector::Decoders::<kube_core::DynamicObject>::serde();
+    group.bench_function("kinformer_dynamic_line_skip_managed_fields_derive", |b| {
+        b.iter(|| derived.event(&line, true).expect("decode"))
+    });
+    let own = kinformer_reflector::Decoders::<kube_core::DynamicObject>::dynamic_object();
+    group.bench_function(
+        "kinformer_dynamic_line_skip_managed_fields_own_decoder",
+        |b| b.iter(|| own.event(&line, true).expect("decode")),
+    );
     group.bench_function("kinformer_watch_line_typed_whole", |b| {
         b.iter(|| kinformer_reflector::event::decode_event::<Pod>(&line).expect("decode"))
     });

@@ -3,23 +3,40 @@
 //!
 //! The body is drained by a task of its own into a bounded channel: the
 //! connection keeps reading while the reflector decodes and queues, instead
-//! of one chunk per round trip between the two.
+//! of one chunk per round trip between the two. kube-apiserver writes a
+//! watch event of 2 KiB or more as a chunk of its own, so the task sends
+//! the chunks that are ready together, one message per run of them.
 
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::FutureExt;
 use http_body_util::BodyExt;
 use kube::client::Body;
 use tokio::sync::mpsc;
 
-/// Chunks read ahead of the line splitter.
-const READ_AHEAD_CHUNKS: usize = 256;
+/// Runs of chunks read ahead of the line splitter.
+const READ_AHEAD_RUNS: usize = 256;
+
+/// A run of chunks ends after this many bytes or [`MAX_RUN_CHUNKS`] chunks
+/// (or when no more are ready).
+const MAX_RUN_BYTES: usize = 64 * 1024;
+
+/// See [`MAX_RUN_BYTES`].
+const MAX_RUN_CHUNKS: usize = 64;
+
+/// A run of body chunks, then how the body went on.
+type Run = (Vec<Bytes>, Option<Result<(), String>>);
 
 use crate::error::ReflectorError;
 
 /// Yields the lines of a watch body (without the newline; empty lines skipped).
 pub struct Lines {
-    chunks: mpsc::Receiver<Result<Bytes, String>>,
+    runs: mpsc::Receiver<Run>,
+    /// What is left of the last run received.
+    pending: std::vec::IntoIter<Bytes>,
+    /// How the body ended, once a run said so.
+    ended: Option<Result<(), String>>,
     /// The task draining the body; aborted (closing the connection's
     /// stream) when the lines are dropped.
     reader: tokio::task::AbortHandle,
@@ -33,10 +50,12 @@ impl Lines {
     /// most `idle` for more bytes (longer is an error). Must be called
     /// within a tokio runtime (the reading task is spawned on it).
     pub fn new(body: Body, idle: Duration) -> Self {
-        let (tx, chunks) = mpsc::channel(READ_AHEAD_CHUNKS);
+        let (tx, runs) = mpsc::channel(READ_AHEAD_RUNS);
         let reader = tokio::spawn(read_chunks(body, tx)).abort_handle();
         Self {
-            chunks,
+            runs,
+            pending: Vec::new().into_iter(),
+            ended: None,
             reader,
             split: Splitter::default(),
             idle,
@@ -50,20 +69,30 @@ impl Lines {
             if let Some(line) = self.split.next_line() {
                 return Ok(Some(line));
             }
+            if let Some(chunk) = self.pending.next() {
+                self.split.push(chunk);
+                continue;
+            }
             if self.done {
                 return match self.split.finish() {
                     true => Ok(None),
                     false => Err(ReflectorError::TruncatedEvent),
                 };
             }
-            match tokio::time::timeout(self.idle, self.chunks.recv()).await {
+            if let Some(end) = self.ended.take() {
+                self.done = true;
+                match end {
+                    Ok(()) => continue,
+                    Err(e) => return Err(ReflectorError::Body(e)),
+                }
+            }
+            match tokio::time::timeout(self.idle, self.runs.recv()).await {
                 Err(_) => return Err(ReflectorError::IdleTimeout(self.idle)),
                 Ok(None) => self.done = true,
-                Ok(Some(Err(e))) => {
-                    self.done = true;
-                    return Err(ReflectorError::Body(e));
+                Ok(Some((chunks, end))) => {
+                    self.pending = chunks.into_iter();
+                    self.ended = end;
                 }
-                Ok(Some(Ok(data))) => self.split.push(data),
             }
         }
     }
@@ -128,19 +157,34 @@ impl Drop for Lines {
     }
 }
 
-/// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped.
-async fn read_chunks(mut body: Body, tx: mpsc::Sender<Result<Bytes, String>>) {
+/// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped:
+/// waits for a chunk, then takes those that are ready without waiting.
+async fn read_chunks(mut body: Body, tx: mpsc::Sender<Run>) {
     loop {
-        let item = match body.frame().await {
-            None => return,
-            Some(Err(e)) => Err(e.to_string()),
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(mut data) => Ok(data.copy_to_bytes(data.remaining())),
-                Err(_) => continue,
-            },
-        };
-        let failed = item.is_err();
-        if tx.send(item).await.is_err() || failed {
+        let (mut chunks, mut bytes) = (Vec::new(), 0);
+        let mut end = None;
+        let mut next = body.frame().await;
+        loop {
+            match next {
+                None => end = Some(Ok(())),
+                Some(Err(e)) => end = Some(Err(e.to_string())),
+                Some(Ok(frame)) => {
+                    if let Ok(mut data) = frame.into_data() {
+                        bytes += data.remaining();
+                        chunks.push(data.copy_to_bytes(data.remaining()));
+                    }
+                }
+            }
+            if end.is_some() || bytes >= MAX_RUN_BYTES || chunks.len() >= MAX_RUN_CHUNKS {
+                break;
+            }
+            match body.frame().now_or_never() {
+                Some(n) => next = n,
+                None => break,
+            }
+        }
+        let ended = end.is_some();
+        if tx.send((chunks, end)).await.is_err() || ended {
             return;
         }
     }

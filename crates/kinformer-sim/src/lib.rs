@@ -54,6 +54,7 @@ pub use churn::{ChurnConfig, ChurnReport, ChurnTask};
 pub use faults::{FaultAction, FaultConfig, FaultCounts, FaultSchedule};
 pub use resource::ResourceDef;
 pub use server::{BackgroundSim, RunningSim, Sim, SimBuilder, SimConfig, SimHandle};
+pub use state::WatchChunks;
 pub use stats::Stats;
 pub use status::ApiError;
 pub use store::COMMIT_ANNOTATION;

@@ -506,7 +506,9 @@ async fn watch_collection(
         timeout,
     };
     let rx = watch::spawn(shared, req);
-    let stream = ReceiverStream::new(rx).map(Ok::<Bytes, std::io::Error>);
+    // Each message is a run of chunks; each chunk is a frame of its own.
+    let stream = futures::StreamExt::flat_map(ReceiverStream::new(rx), futures::stream::iter)
+        .map(Ok::<Bytes, std::io::Error>);
     let mut resp = Response::new(Body::from_stream(stream));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -70,6 +70,12 @@ impl SimBuilder {
         self
     }
 
+    /// How watch events are cut into HTTP chunks (default: as kube-apiserver does).
+    pub fn watch_chunks(mut self, chunks: crate::state::WatchChunks) -> Self {
+        self.config.serve.watch_chunks = chunks;
+        self
+    }
+
     /// Watch duration when the client sends no `timeoutSeconds` (default 30 min).
     pub fn default_watch_timeout(mut self, d: Duration) -> Self {
         self.config.serve.default_watch_timeout = d;

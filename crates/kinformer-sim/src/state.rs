@@ -15,6 +15,36 @@ pub struct ServeConfig {
     pub bookmark_interval: Duration,
     /// Watch duration when the client gives no `timeoutSeconds`.
     pub default_watch_timeout: Duration,
+    /// How watch events are cut into the body's chunks.
+    pub watch_chunks: WatchChunks,
+}
+
+/// How a watch's events are cut into HTTP chunks. Clients must not depend
+/// on it, but what each chunk costs a client depends on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WatchChunks {
+    /// As kube-apiserver writes them (Go's response writer buffers 2 KiB
+    /// before it writes a chunk): an event of 2 KiB or more is a chunk of
+    /// its own, smaller ones share a chunk up to 2 KiB.
+    #[default]
+    Apiserver,
+    /// The events queued together go out as one chunk (up to 64 KiB): fewer
+    /// chunks than kube-apiserver writes, at the cost of a copy.
+    Batched,
+}
+
+impl std::str::FromStr for WatchChunks {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "apiserver" => Ok(Self::Apiserver),
+            "batched" => Ok(Self::Batched),
+            other => Err(format!(
+                "unknown watch chunking {other:?} (apiserver, batched)"
+            )),
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -22,6 +52,7 @@ impl Default for ServeConfig {
         Self {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
+            watch_chunks: WatchChunks::default(),
         }
     }
 }
@@ -59,3 +90,16 @@ impl Shared {
 
 /// The shared state as handlers hold it.
 pub type SharedRef = Arc<Shared>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_chunks_parse_by_name_and_default_to_apiserver() {
+        assert_eq!("apiserver".parse(), Ok(WatchChunks::Apiserver));
+        assert_eq!("batched".parse(), Ok(WatchChunks::Batched));
+        assert!("lines".parse::<WatchChunks>().is_err());
+        assert_eq!(ServeConfig::default().watch_chunks, WatchChunks::Apiserver);
+    }
+}

@@ -15,7 +15,7 @@ use crate::metadata::{self, Representation};
 use crate::object::StoredObject;
 use crate::resource::{ResourceDef, ResourceId};
 use crate::selector::Selector;
-use crate::state::SharedRef;
+use crate::state::{SharedRef, WatchChunks};
 use crate::status::ApiError;
 
 /// Where a watch starts.
@@ -80,8 +80,9 @@ pub fn too_old(rv: u64, oldest: u64) -> ApiError {
     ApiError::expired(format!("too old resource version: {rv} ({oldest})"))
 }
 
-/// Start a watch; returns the receiving end of the body.
-pub fn spawn(shared: SharedRef, req: WatchRequest) -> mpsc::Receiver<Bytes> {
+/// Start a watch; returns the receiving end of the body: each message is a run of body chunks,
+/// in order.
+pub fn spawn(shared: SharedRef, req: WatchRequest) -> mpsc::Receiver<Vec<Bytes>> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         shared
@@ -109,15 +110,23 @@ struct Closed;
 struct Watcher {
     shared: SharedRef,
     req: WatchRequest,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Vec<Bytes>>,
     last_rv: u64,
 }
 
 const BATCH: usize = 64 * 1024;
 
+/// kube-apiserver's response writer buffers this many bytes before it writes a chunk: a larger
+/// event goes out as a chunk of its own, smaller ones share one up to this size.
+const GO_CHUNK: usize = 2048;
+
 impl Watcher {
     async fn send(&self, line: Bytes) -> Result<(), Closed> {
-        self.tx.send(line).await.map_err(|_| Closed)
+        self.send_chunks(vec![line]).await
+    }
+
+    async fn send_chunks(&self, chunks: Vec<Bytes>) -> Result<(), Closed> {
+        self.tx.send(chunks).await.map_err(|_| Closed)
     }
 
     async fn send_error(&self, err: ApiError) -> Result<(), Closed> {
@@ -268,24 +277,28 @@ impl Watcher {
         .await
     }
 
-    /// Send a batch of event lines as one body chunk: a lone line as it is (the bytes encoded
-    /// once at commit and shared by every watcher), several concatenated. Copying a backlog into
-    /// one chunk measured cheaper than queueing its lines as separate chunks (one per event
-    /// through the channel, the body and the chunked encoder).
+    /// Send a batch of event lines, in one message to the body. With
+    /// [`WatchChunks::Apiserver`] they are cut into chunks as kube-apiserver cuts them: a line
+    /// of [`GO_CHUNK`] bytes or more is a chunk of its own (its bytes encoded once at commit
+    /// and shared by every watcher, not copied), shorter lines share a chunk up to that size;
+    /// with [`WatchChunks::Batched`] they are copied into one chunk.
     async fn send_batch(&self, batch: Batch) -> Result<(), Closed> {
         let count = batch.lines.len() as u64;
-        let chunk = match batch.lines.len() {
-            0 => return Ok(()),
-            1 => batch.lines.into_iter().next().unwrap_or_default(),
-            _ => {
+        if count == 0 {
+            return Ok(());
+        }
+        let chunks = match self.shared.config.watch_chunks {
+            WatchChunks::Apiserver => go_chunks(batch.lines),
+            WatchChunks::Batched if batch.lines.len() == 1 => batch.lines,
+            WatchChunks::Batched => {
                 let mut buf = Vec::with_capacity(batch.len);
                 for l in &batch.lines {
                     buf.extend_from_slice(l);
                 }
-                Bytes::from(buf)
+                vec![Bytes::from(buf)]
             }
         };
-        self.send(chunk).await?;
+        self.send_chunks(chunks).await?;
         self.shared
             .counters
             .events_sent
@@ -425,3 +438,59 @@ impl Batch {
 
 /// Most events gathered into one batch.
 const MAX_BATCH_EVENTS: usize = 256;
+
+/// Event lines as the body chunks kube-apiserver would write them in (see [`GO_CHUNK`]).
+fn go_chunks(lines: Vec<Bytes>) -> Vec<Bytes> {
+    let mut chunks = Vec::with_capacity(lines.len());
+    let mut small: Vec<u8> = Vec::new();
+    for line in lines {
+        if line.len() >= GO_CHUNK {
+            if !small.is_empty() {
+                chunks.push(Bytes::from(std::mem::take(&mut small)));
+            }
+            chunks.push(line);
+            continue;
+        }
+        if small.len() + line.len() > GO_CHUNK && !small.is_empty() {
+            chunks.push(Bytes::from(std::mem::take(&mut small)));
+        }
+        small.extend_from_slice(&line);
+    }
+    if !small.is_empty() {
+        chunks.push(Bytes::from(small));
+    }
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(n: usize, fill: u8) -> Bytes {
+        let mut v = vec![fill; n.saturating_sub(1)];
+        v.push(b'\n');
+        Bytes::from(v)
+    }
+
+    #[test]
+    fn large_lines_are_chunks_of_their_own_and_small_ones_share_up_to_go_chunk() {
+        let big = line(GO_CHUNK + 10, b'a');
+        let lines = vec![
+            line(100, b'b'),
+            line(900, b'c'),
+            big.clone(),
+            line(1500, b'd'),
+            line(1000, b'e'),
+            line(48, b'f'),
+            line(GO_CHUNK, b'g'),
+        ];
+        let chunks = go_chunks(lines.clone());
+        let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
+        assert_eq!(sizes, vec![1000, GO_CHUNK + 10, 1500, 1048, GO_CHUNK]);
+        // A large line is sent as the shared bytes, not a copy.
+        assert_eq!(chunks[1].as_ptr(), big.as_ptr());
+        let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let expected: Vec<u8> = lines.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(joined, expected);
+    }
+}

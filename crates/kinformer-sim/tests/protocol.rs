@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_sim::{COMMIT_ANNOTATION, Sim};
+use kinformer_sim::{COMMIT_ANNOTATION, Sim, WatchChunks};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -620,4 +620,42 @@ async fn round_robin_churn_updates_distinct_objects_by_restamping_them() {
     let stamp = &pod.metadata.annotations.as_ref().unwrap()[COMMIT_ANNOTATION];
     assert!(stamp.parse::<u128>().is_ok(), "{stamp}");
     assert_eq!(pod.metadata.generation, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_events_arrive_whole_and_in_order_however_they_are_chunked() {
+    for chunks in [WatchChunks::Apiserver, WatchChunks::Batched] {
+        let (sim, client) = start(Sim::builder().watch_chunks(chunks)).await;
+        let api: Api<Pod> = Api::namespaced(client, "default");
+        let list = within(api.list(&ListParams::default())).await.unwrap();
+        let rv = list.metadata.resource_version.unwrap();
+        let mut stream = within(api.watch(&WatchParams::default().disable_bookmarks(), &rv))
+            .await
+            .unwrap()
+            .boxed();
+        // Events below and above kube-apiserver's 2 KiB chunk, committed back to
+        // back so that the simulator sends them together.
+        let names: Vec<String> = (0..40).map(|i| format!("p-{i:02}")).collect();
+        let pods = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let mut p = pod("default", name, json!({}), "n");
+                let pad = if i % 3 == 0 { 3000 } else { 10 };
+                p["metadata"]["annotations"] = json!({"pad": "x".repeat(pad)});
+                p
+            })
+            .collect();
+        assert_eq!(sim.handle().create_many("pods", pods).unwrap(), names.len());
+        for name in &names {
+            match within(stream.try_next()).await.unwrap().unwrap() {
+                WatchEvent::Added(p) => {
+                    assert_eq!(p.metadata.name.as_ref(), Some(name), "{chunks:?}");
+                    let pad = &p.metadata.annotations.unwrap()["pad"];
+                    assert!(pad.len() == 3000 || pad.len() == 10, "{chunks:?}");
+                }
+                other => panic!("{chunks:?}: expected ADDED {name}, got {other:?}"),
+            }
+        }
+    }
 }

@@ -150,6 +150,15 @@ impl FactoryBuilder {
 
     /// The tokio runtime reflectors run on (default: the current one at
     /// [`SharedInformerFactory::start`], else a small runtime of its own).
+    ///
+    /// kube-apiserver writes each watch event of 2 KiB or more as an HTTP
+    /// chunk of its own, and hyper's client hands each chunk from the
+    /// connection's task to the body's reader: on a multi-worker runtime
+    /// that is often a wake-up of another thread per event. For informers
+    /// of many changes per second, a runtime of one worker for the
+    /// reflectors alone took 0.6–0.8× the CPU per update on the reflector's
+    /// side of the load test's two-worker runtime (`docs/benchmarks.md`,
+    /// session 27).
     pub fn runtime(mut self, handle: Handle) -> Self {
         self.runtime = Some(handle);
         self

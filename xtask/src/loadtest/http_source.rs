@@ -379,10 +379,26 @@ where
     let cpu_before = cpu_seconds();
     let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
     let mut stats: Vec<Arc<LagStats>> = Vec::new();
+    // kinformer's reflectors on a runtime of their own: each watch chunk
+    // crosses from hyper's connection task to the body's reader, and on one
+    // worker that is a local wake instead of a futex between two threads.
+    let reflector_rt = match (args.implementation, args.reflector_workers) {
+        (Impl::Kinformer, n) if n > 0 => Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .thread_name("kinformer-rt")
+                .enable_all()
+                .build()?,
+        ),
+        _ => None,
+    };
     let t0 = Instant::now();
     for _ in 0..args.informers.max(1) {
         let cache = match args.implementation {
-            Impl::Kinformer => start_kinformer(args, rt, client, server, &informer, &mut stats)?,
+            Impl::Kinformer => {
+                let on = reflector_rt.as_ref().unwrap_or(rt);
+                start_kinformer(args, on, client, server, &informer, &mut stats)?
+            }
             Impl::KubeRs => start_kube_rs(rt, stream(client.clone()), &mut stats)?,
         };
         caches.push(cache);
@@ -493,6 +509,8 @@ where
         kind: args.kind.clone(),
         objects: args.objects,
         sim_history: matches!(server, Server::Sim(..)).then_some(args.sim_history),
+        sim_watch_chunks: matches!(server, Server::Sim(..))
+            .then(|| args.sim_watch_chunks.as_str().to_string()),
         informers: caches.len(),
         handlers: args.handlers,
         initial_sync_seconds,

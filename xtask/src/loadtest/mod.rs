@@ -60,6 +60,27 @@ pub enum TransformArg {
     SkipManagedFields,
 }
 
+/// How the simulator cuts watch events into HTTP chunks (its
+/// `--watch-chunks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimWatchChunks {
+    /// As kube-apiserver writes them: an event of 2 KiB or more is a chunk
+    /// of its own.
+    Apiserver,
+    /// The events queued together in one chunk of up to 64 KiB.
+    Batched,
+}
+
+impl SimWatchChunks {
+    /// The simulator's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Apiserver => "apiserver",
+            Self::Batched => "batched",
+        }
+    }
+}
+
 /// Options of `cargo xtask loadtest`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadtestArgs {
@@ -111,6 +132,16 @@ pub struct LoadtestArgs {
     /// cores as the informer (docs/benchmarks.md, session 20).
     #[arg(long, default_value_t = 1_000_000)]
     pub sim_history: usize,
+    /// How the simulator cuts watch events into HTTP chunks. A hyper client
+    /// hands each chunk from its connection task to the body's reader, so
+    /// fewer chunks cost the client less (docs/benchmarks.md, session 27).
+    #[arg(long, value_enum, default_value_t = SimWatchChunks::Apiserver)]
+    pub sim_watch_chunks: SimWatchChunks,
+    /// Worker threads of the tokio runtime kinformer's reflectors run on, a
+    /// runtime of their own (`FactoryBuilder::runtime`); 0 runs them on the
+    /// load test's two-worker runtime, where kube-rs runs.
+    #[arg(long, default_value_t = 1)]
+    pub reflector_workers: usize,
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,

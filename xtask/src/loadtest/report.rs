@@ -18,6 +18,8 @@ pub struct Report {
     pub object_arenas: bool,
     /// Watch events the simulator kept for resuming watches (sim source).
     pub sim_history: Option<usize>,
+    /// How the simulator cut watch events into chunks (sim source).
+    pub sim_watch_chunks: Option<String>,
     /// Informers run side by side.
     pub informers: usize,
     /// Handlers per informer.
@@ -89,6 +91,10 @@ impl Report {
             (
                 "sim history (events)",
                 self.sim_history.map_or("-".into(), |n| n.to_string()),
+            ),
+            (
+                "sim watch chunks",
+                self.sim_watch_chunks.clone().unwrap_or_else(|| "-".into()),
             ),
             (
                 "informers x handlers",

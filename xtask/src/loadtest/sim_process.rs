@@ -60,6 +60,7 @@ impl SimProcess {
             .args(["--faults", args.faults.as_deref().unwrap_or("none")])
             .args(["--bookmark-interval", "5"])
             .args(["--history", &args.sim_history.to_string()])
+            .args(["--watch-chunks", args.sim_watch_chunks.as_str()])
             .arg("--exit-with-parent")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -236,6 +236,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         kind: args.kind.clone(),
         objects: n,
         sim_history: None,
+        sim_watch_chunks: None,
         informers: under.len(),
         handlers: args.handlers,
         initial_sync_seconds,

@@ -39,6 +39,11 @@ struct Args {
     /// Events retained per resource for watch resumption.
     #[arg(long, default_value_t = 100_000)]
     history: usize,
+    /// How watch events are cut into HTTP chunks: `apiserver` (an event of
+    /// 2 KiB or more a chunk of its own, as kube-apiserver writes them) or
+    /// `batched` (the events queued together in one chunk).
+    #[arg(long, default_value = "apiserver")]
+    watch_chunks: kinformer_sim::WatchChunks,
     /// Do not stamp the commit-time annotation on writes.
     #[arg(long)]
     no_commit_stamp: bool,
@@ -100,6 +105,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let sim = Sim::builder()
         .history(args.history)
         .bookmark_interval(interval)
+        .watch_chunks(args.watch_chunks)
         .stamp_commit_time(!args.no_commit_stamp)
         .faults(faults)
         .build();

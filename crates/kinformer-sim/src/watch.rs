@@ -318,6 +318,29 @@ impl Watcher {
         self.send_batch(chunk).await
     }
 
+    /// Send lines written one after another into `buf` (each ending at one of `ends`, which
+    /// is cleared): as one chunk when [`WatchChunks::Batched`], else cut as kube-apiserver
+    /// cuts them (slices of `buf`, not copies, for the lines of [`GO_CHUNK`] bytes or more).
+    async fn send_lines(&self, buf: Bytes, ends: &mut Vec<usize>) -> Result<(), Closed> {
+        let chunks = match self.shared.config.watch_chunks {
+            WatchChunks::Batched => vec![buf],
+            WatchChunks::Apiserver => {
+                let mut start = 0;
+                let lines = ends
+                    .iter()
+                    .map(|&end| {
+                        let line = buf.slice(start..end);
+                        start = end;
+                        line
+                    })
+                    .collect();
+                go_chunks(lines)
+            }
+        };
+        ends.clear();
+        self.send_chunks(chunks).await
+    }
+
     async fn send_initial(&self, initial: &crate::store::ObjectMap) -> Result<(), Closed> {
         let (lo, hi) = match self.req.namespace.as_deref() {
             Some(ns) if self.req.def.namespaced => (
@@ -327,6 +350,8 @@ impl Watcher {
             _ => (Bound::Unbounded, Bound::Unbounded),
         };
         let mut buf = Vec::with_capacity(BATCH + 8192);
+        // Where each line of `buf` ends.
+        let mut ends = Vec::new();
         let mut count = 0u64;
         let range = initial.range::<_, str>((
             lo.as_ref().map(String::as_str),
@@ -343,17 +368,15 @@ impl Watcher {
                 Representation::Metadata => metadata::write_partial_stored(&obj, &mut buf),
             }
             buf.extend_from_slice(crate::history::LINE_SUFFIX);
+            ends.push(buf.len());
             count += 1;
             if buf.len() >= BATCH {
-                self.send(Bytes::from(std::mem::replace(
-                    &mut buf,
-                    Vec::with_capacity(BATCH + 8192),
-                )))
-                .await?;
+                let full = std::mem::replace(&mut buf, Vec::with_capacity(BATCH + 8192));
+                self.send_lines(Bytes::from(full), &mut ends).await?;
             }
         }
         if !buf.is_empty() {
-            self.send(Bytes::from(buf)).await?;
+            self.send_lines(Bytes::from(buf), &mut ends).await?;
         }
         self.shared
             .counters

@@ -657,5 +657,27 @@ async fn watch_events_arrive_whole_and_in_order_however_they_are_chunked() {
                 other => panic!("{chunks:?}: expected ADDED {name}, got {other:?}"),
             }
         }
+        // The same objects as a WatchList's initial events.
+        let mut initial = within(api.watch(&WatchParams::streaming_lists(), "0"))
+            .await
+            .unwrap()
+            .boxed();
+        for name in &names {
+            match within(initial.try_next()).await.unwrap().unwrap() {
+                WatchEvent::Added(p) => {
+                    assert_eq!(p.metadata.name.as_ref(), Some(name), "{chunks:?}")
+                }
+                other => panic!("{chunks:?}: expected initial ADDED {name}, got {other:?}"),
+            }
+        }
+        match within(initial.try_next()).await.unwrap().unwrap() {
+            WatchEvent::Bookmark(b) => assert!(
+                b.metadata
+                    .annotations
+                    .contains_key("k8s.io/initial-events-end"),
+                "{chunks:?}"
+            ),
+            other => panic!("{chunks:?}: expected the end bookmark, got {other:?}"),
+        }
     }
 }

@@ -276,6 +276,31 @@ pub async fn watch(
     }
 }
 
+/// Open a watch at `path` and read its body frame by frame until `events` line ends have
+/// arrived (or `idle` passes without a frame, or the body ends): how many line ends each data
+/// frame held. A frame never spans two HTTP chunks, so a count above 1 means events that
+/// shared a chunk.
+pub async fn watch_frames(
+    client: &Client,
+    path: &str,
+    events: usize,
+    idle: Duration,
+) -> anyhow::Result<Vec<usize>> {
+    let req = request("GET", path, None, &[])?;
+    let resp = tokio::time::timeout(TIMEOUT, client.send(req))
+        .await
+        .with_context(|| format!("watch {path} timed out"))??;
+    let mut body = resp.into_body().into_data_stream();
+    let mut ends = Vec::new();
+    while ends.iter().sum::<usize>() < events {
+        match tokio::time::timeout(idle, body.next()).await {
+            Err(_) | Ok(None) => break,
+            Ok(Some(frame)) => ends.push(frame?.iter().filter(|b| **b == b'\n').count()),
+        }
+    }
+    Ok(ends)
+}
+
 /// A client for etcd's JSON gateway at [`ETCD_URL_ENV`] (plain HTTP).
 fn etcd_client() -> anyhow::Result<Client> {
     let url = std::env::var(ETCD_URL_ENV)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use kinformer_e2e::{
     RawResponse, compact_etcd, ensure_namespace, log_hint, raw, raw_with_headers, real_client,
-    sim_client, unique, watch, watch_list_enabled,
+    sim_client, unique, watch, watch_frames, watch_list_enabled,
 };
 use kinformer_sim::{FaultAction, ResourceDef, RunningSim, Sim};
 use kube::Client;
@@ -440,6 +440,36 @@ macro_rules! fidelity {
         }
     };
 }
+
+fidelity!(
+    /// Watch events of 2 KiB or more come as HTTP chunks of their own (kube-apiserver's response
+    /// writer buffers 2 KiB before it writes a chunk), also when they are replayed back to back:
+    /// what the simulator's default `--watch-chunks apiserver` copies (a client pays per chunk).
+    large_watch_events_are_chunks_of_their_own,
+    |s| {
+        let cms = s.path("configmaps");
+        let list = s.req("GET", &cms, None).await.json().unwrap();
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        for i in 0..4 {
+            let mut c = cm(&format!("big-{i}"), json!({}));
+            c["data"] = json!({"k": "x".repeat(3000)});
+            assert_eq!(s.req("POST", &cms, Some(&c)).await.status, 201);
+        }
+        let frames = watch_frames(
+            &s.client,
+            &format!("{cms}?watch=true&resourceVersion={rv}"),
+            4,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert_eq!(frames.iter().max(), Some(&1), "{}: {frames:?}", s.name);
+        json!({
+            "events": frames.iter().sum::<usize>(),
+            "most events ending in one frame": frames.iter().max(),
+        })
+    }
+);
 
 fidelity!(
     /// 404s: a missing object (GET, PUT, DELETE), an unknown resource.

@@ -12,7 +12,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::FutureExt;
 use kinformer_core::{DeltaFifo, Prepared};
 use kube_core::Resource;
 use serde::de::DeserializeOwned;
@@ -290,7 +289,7 @@ where
             let next = if self.in_flight.is_empty() && self.forming.is_empty() {
                 Some(self.lines.next_line().await)
             } else {
-                self.lines.next_line().now_or_never()
+                self.lines.try_next_line()
             };
             match next {
                 Some(r) => {

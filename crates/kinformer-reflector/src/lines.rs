@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
 use http_body_util::BodyExt;
-use kube::client::Body;
 use tokio::sync::mpsc;
 
 /// Runs of chunks read ahead of the line splitter.
@@ -49,7 +48,11 @@ impl Lines {
     /// Starts draining `body`; each [`next_line`](Self::next_line) waits at
     /// most `idle` for more bytes (longer is an error). Must be called
     /// within a tokio runtime (the reading task is spawned on it).
-    pub fn new(body: Body, idle: Duration) -> Self {
+    pub fn new<B>(body: B, idle: Duration) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
         let (tx, runs) = mpsc::channel(READ_AHEAD_RUNS);
         let reader = tokio::spawn(read_chunks(body, tx)).abort_handle();
         Self {
@@ -66,33 +69,55 @@ impl Lines {
     /// The next non-empty line; `None` at a clean end of the body.
     pub async fn next_line(&mut self) -> Result<Option<Bytes>, ReflectorError> {
         loop {
+            if let Some(r) = self.try_next_line() {
+                return r;
+            }
+            match tokio::time::timeout(self.idle, self.runs.recv()).await {
+                Err(_) => return Err(ReflectorError::IdleTimeout(self.idle)),
+                Ok(run) => self.take_run(run),
+            }
+        }
+    }
+
+    /// The next line if one has arrived, without waiting (and without
+    /// arming the idle timer): `None` when the body has nothing ready.
+    pub fn try_next_line(&mut self) -> Option<Result<Option<Bytes>, ReflectorError>> {
+        loop {
             if let Some(line) = self.split.next_line() {
-                return Ok(Some(line));
+                return Some(Ok(Some(line)));
             }
             if let Some(chunk) = self.pending.next() {
                 self.split.push(chunk);
                 continue;
             }
             if self.done {
-                return match self.split.finish() {
+                return Some(match self.split.finish() {
                     true => Ok(None),
                     false => Err(ReflectorError::TruncatedEvent),
-                };
+                });
             }
             if let Some(end) = self.ended.take() {
                 self.done = true;
                 match end {
                     Ok(()) => continue,
-                    Err(e) => return Err(ReflectorError::Body(e)),
+                    Err(e) => return Some(Err(ReflectorError::Body(e))),
                 }
             }
-            match tokio::time::timeout(self.idle, self.runs.recv()).await {
-                Err(_) => return Err(ReflectorError::IdleTimeout(self.idle)),
-                Ok(None) => self.done = true,
-                Ok(Some((chunks, end))) => {
-                    self.pending = chunks.into_iter();
-                    self.ended = end;
-                }
+            match self.runs.try_recv() {
+                Ok(run) => self.take_run(Some(run)),
+                Err(mpsc::error::TryRecvError::Disconnected) => self.take_run(None),
+                Err(mpsc::error::TryRecvError::Empty) => return None,
+            }
+        }
+    }
+
+    /// Takes the next run from the reading task (`None`: the task is gone).
+    fn take_run(&mut self, run: Option<Run>) {
+        match run {
+            None => self.done = true,
+            Some((chunks, end)) => {
+                self.pending = chunks.into_iter();
+                self.ended = end;
             }
         }
     }
@@ -159,7 +184,11 @@ impl Drop for Lines {
 
 /// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped:
 /// waits for a chunk, then takes those that are ready without waiting.
-async fn read_chunks(mut body: Body, tx: mpsc::Sender<Run>) {
+async fn read_chunks<B>(mut body: B, tx: mpsc::Sender<Run>)
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin,
+    B::Error: std::fmt::Display + Send,
+{
     loop {
         let (mut chunks, mut bytes) = (Vec::new(), 0);
         let mut end = None;
@@ -192,9 +221,35 @@ async fn read_chunks(mut body: Body, tx: mpsc::Sender<Run>) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use futures::StreamExt;
+    use http_body_util::StreamBody;
     use proptest::prelude::*;
+    use tokio_stream::wrappers::ReceiverStream;
 
     use super::*;
+
+    /// `try_next_line` gives what has arrived and never waits: nothing
+    /// before the first chunk, a line once its end is in, nothing for a
+    /// line still open, and the clean end once the body has ended.
+    #[tokio::test]
+    async fn try_next_line_takes_only_what_has_arrived() {
+        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let body = StreamBody::new(ReceiverStream::new(rx).map(|r| r.map(http_body::Frame::data)));
+        let mut lines = Lines::new(body, Duration::from_secs(5));
+        assert!(lines.try_next_line().is_none());
+        tx.send(Ok(Bytes::from_static(b"a\nb"))).await.unwrap();
+        let first = lines.next_line().await.unwrap();
+        assert_eq!(first.as_deref(), Some(&b"a"[..]));
+        assert!(lines.try_next_line().is_none(), "`b` has no end yet");
+        tx.send(Ok(Bytes::from_static(b"\n"))).await.unwrap();
+        drop(tx);
+        let second = lines.next_line().await.unwrap();
+        assert_eq!(second.as_deref(), Some(&b"b"[..]));
+        assert!(lines.next_line().await.unwrap().is_none());
+        assert!(matches!(lines.try_next_line(), Some(Ok(None))));
+    }
 
     proptest! {
         #[test]

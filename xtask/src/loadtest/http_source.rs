@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 
 use super::admin::SimAdmin;
 use super::cluster::{self, ClusterDriver};
+use super::host;
 use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
 use super::process::{cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
 use super::sim_process::SimProcess;
@@ -375,6 +376,7 @@ fn drive<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    let settled = host::settle(args.settle_max());
     let rss_before = rss_bytes();
     let cpu_before = cpu_seconds();
     let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
@@ -393,6 +395,7 @@ where
         _ => None,
     };
     let t0 = Instant::now();
+    let stolen_t0 = host::stolen_seconds();
     for _ in 0..args.informers.max(1) {
         let cache = match args.implementation {
             Impl::Kinformer => {
@@ -407,6 +410,7 @@ where
         caches.iter().all(|c| c.synced())
     });
     let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    let stolen_synced = host::stolen_seconds();
     if !synced {
         caches.iter().for_each(|c| c.shutdown());
         bail!("initial sync did not finish within 900 s");
@@ -440,6 +444,7 @@ where
     let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
     let batches_before = caches[0].batches();
     let start = Instant::now();
+    let stolen_start = host::stolen_seconds();
     let changes = match burst_made {
         Some(n) => {
             record();
@@ -459,6 +464,7 @@ where
         caches.iter().all(|c| c.seen_rv() >= target && c.drained())
     });
     let churn_seconds = start.elapsed().as_secs_f64();
+    let stolen_end = host::stolen_seconds();
     let deltas_per_batch = caches[0]
         .batches()
         .zip(batches_before)
@@ -513,6 +519,10 @@ where
             .then(|| args.sim_watch_chunks.as_str().to_string()),
         informers: caches.len(),
         handlers: args.handlers,
+        settle_seconds: settled.waited.as_secs_f64(),
+        settled: settled.quiet,
+        stolen_sync_seconds: stolen_synced.zip(stolen_t0).map(|(b, a)| b - a),
+        stolen_churn_seconds: stolen_end.zip(stolen_start).map(|(b, a)| b - a),
         initial_sync_seconds,
         changes_made: changes,
         burst: args.burst.is_some(),

@@ -3,6 +3,7 @@
 
 mod admin;
 mod cluster;
+mod host;
 mod http_source;
 mod measure;
 mod pods;
@@ -116,6 +117,12 @@ pub struct LoadtestArgs {
     /// reported.
     #[arg(long)]
     pub burst: Option<u64>,
+    /// Seconds to wait at most, before the informers start, for the
+    /// hypervisor to finish taking back memory freed earlier (a previous
+    /// run's exit) and to stop stealing CPU time; 0 starts at once. See
+    /// docs/benchmarks.md, session 29.
+    #[arg(long, default_value_t = 60.0)]
+    pub settle: f64,
     /// Reader threads querying the lister during churn.
     #[arg(long, default_value_t = 1)]
     pub readers: usize,
@@ -197,6 +204,10 @@ pub struct LoadtestArgs {
 impl LoadtestArgs {
     fn churn_duration(&self) -> Duration {
         Duration::from_secs_f64(self.duration.max(0.0))
+    }
+
+    fn settle_max(&self) -> Duration {
+        Duration::try_from_secs_f64(self.settle.max(0.0)).unwrap_or(Duration::MAX)
     }
 
     fn lag_warmup(&self) -> Duration {

@@ -24,6 +24,16 @@ pub struct Report {
     pub informers: usize,
     /// Handlers per informer.
     pub handlers: usize,
+    /// Seconds waited for the hypervisor to leave the VM alone before the
+    /// informers started (`--settle`).
+    pub settle_seconds: f64,
+    /// False when `--settle` ran out with the hypervisor still at work.
+    pub settled: bool,
+    /// CPU seconds the hypervisor took from the VM's CPUs during the
+    /// initial sync (all CPUs; `None` where the kernel does not say).
+    pub stolen_sync_seconds: Option<f64>,
+    /// CPU seconds the hypervisor took during the churn or burst.
+    pub stolen_churn_seconds: Option<f64>,
     /// Seconds from the start of the list until every informer and handler synced.
     pub initial_sync_seconds: f64,
     /// Changes the source made during churn.
@@ -99,6 +109,25 @@ impl Report {
             (
                 "informers x handlers",
                 format!("{} x {}", self.informers, self.handlers),
+            ),
+            (
+                "host settle",
+                format!(
+                    "{:.1} s{}",
+                    self.settle_seconds,
+                    if self.settled {
+                        ""
+                    } else {
+                        " (host still busy)"
+                    }
+                ),
+            ),
+            (
+                "CPU stolen: sync / churn",
+                match (self.stolen_sync_seconds, self.stolen_churn_seconds) {
+                    (Some(a), Some(b)) => format!("{a:.2} s / {b:.2} s"),
+                    _ => "-".into(),
+                },
             ),
             (
                 "initial sync",

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{HandlerRegistration, SharedIndexInformer, builtin_indexers};
 use rand::Rng;
 
+use super::host;
 use super::measure::{LagHandler, LagStats, Readers, compare, now_unix_nanos, wait_for};
 use super::pods::{self, key, stamp};
 use super::process::{cpu_seconds, peak_rss_bytes, rss_bytes};
@@ -93,8 +94,10 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     fill.finish();
 
     // Initial sync: one replace per informer, until every handler synced.
+    let settled = host::settle(args.settle_max());
     let sync = bar(args, n as u64, "sync");
     let t0 = Instant::now();
+    let stolen_t0 = host::stolen_seconds();
     for (i, u) in under.iter().enumerate() {
         let list = if i + 1 == under.len() {
             std::mem::take(&mut objects)
@@ -115,6 +118,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             .all(|u| u.informer.has_synced() && u.handlers.iter().all(|(_, r)| r.has_synced()))
     });
     let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    let stolen_synced = host::stolen_seconds();
     sync.finish();
     if !synced {
         bail!("initial sync did not finish within 600 s");
@@ -145,6 +149,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     let mut rng = rand::rng();
     let mut changes: u64 = 0;
     let start = Instant::now();
+    let stolen_start = host::stolen_seconds();
     while start.elapsed() < duration {
         for _ in 0..256 {
             rv += 1;
@@ -200,6 +205,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         })
     });
     let churn_seconds = start.elapsed().as_secs_f64();
+    let stolen_end = host::stolen_seconds();
     let reads = readers.stop();
     if !drained {
         bail!("the pipeline did not drain within 300 s after churn");
@@ -239,6 +245,10 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         sim_watch_chunks: None,
         informers: under.len(),
         handlers: args.handlers,
+        settle_seconds: settled.waited.as_secs_f64(),
+        settled: settled.quiet,
+        stolen_sync_seconds: stolen_synced.zip(stolen_t0).map(|(b, a)| b - a),
+        stolen_churn_seconds: stolen_end.zip(stolen_start).map(|(b, a)| b - a),
         initial_sync_seconds,
         changes_made: changes,
         burst: false,

@@ -1,0 +1,125 @@
+//! The hypervisor under this VM, as the guest sees it: CPU time it takes
+//! from the guest's CPUs (`steal` in /proc/stat), and the guest's free page
+//! reporting, which hands freed memory back to it.
+//!
+//! On this project's VMs the guest reports freed memory in passes about
+//! 2 s apart, a few hundred MB each, and the host's work on each pass is
+//! stolen from the guest's CPUs (60–90 ms of one CPU). The previous load
+//! test's exit frees its whole cache and the simulator's, so for some
+//! 20 s afterwards every run measured the host taking back the previous
+//! run's memory (docs/benchmarks.md, session 29). [`settle`] waits for
+//! that to end before a run starts.
+
+use std::time::{Duration, Instant};
+
+/// This kernel's count of memory reported to the host so far (not in
+/// every kernel: upstream page reporting exports no counter).
+const REPORTED_KIB: &str = "/sys/module/page_reporting/parameters/reported_kib";
+
+/// How long the host must leave the guest alone before a run starts: a
+/// little over one reporting interval (2 s).
+const QUIET: Duration = Duration::from_secs(3);
+
+/// Reported memory that counts as the host at work; passes that find a few
+/// MB cost nothing measurable.
+const REPORTED_WORK_KIB: u64 = 32 * 1024;
+
+/// Steal ticks (1/100 s) in one 100 ms poll that count as the host at work:
+/// a reporting pass takes 5–9, an otherwise idle host 0–1.
+const STEAL_WORK_TICKS: u64 = 3;
+
+/// CPU time taken from this VM's CPUs by the hypervisor so far, all CPUs
+/// together, in seconds (`None` where /proc/stat has no steal column).
+pub fn stolen_seconds() -> Option<f64> {
+    steal_ticks().map(|t| t as f64 / 100.0)
+}
+
+fn steal_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?;
+    // cpu user nice system idle iowait irq softirq steal ...
+    cpu.split_whitespace().nth(8)?.parse().ok()
+}
+
+fn reported_kib() -> Option<u64> {
+    std::fs::read_to_string(REPORTED_KIB)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// What [`settle`] saw.
+#[derive(Debug, Clone, Copy)]
+pub struct Settled {
+    /// Time spent waiting.
+    pub waited: Duration,
+    /// False when `max` ran out with the host still at work.
+    pub quiet: bool,
+}
+
+/// Waits (up to `max`) until the host has neither taken back freed memory
+/// nor stolen CPU time for [`QUIET`], and says on stderr how long that
+/// took. Returns at once when `max` is zero.
+pub fn settle(max: Duration) -> Settled {
+    let settled = wait_until_quiet(max);
+    if settled.waited > QUIET {
+        eprintln!(
+            "waited {:.1} s for the host to stop taking back freed memory and CPU time{}",
+            settled.waited.as_secs_f64(),
+            if settled.quiet { "" } else { " (it still was)" }
+        );
+    }
+    settled
+}
+
+fn wait_until_quiet(max: Duration) -> Settled {
+    let start = Instant::now();
+    let mut last_work = start;
+    let (mut reported, mut steal) = (reported_kib(), steal_ticks());
+    while !max.is_zero() {
+        if last_work.elapsed() >= QUIET {
+            return Settled {
+                waited: start.elapsed(),
+                quiet: true,
+            };
+        }
+        if start.elapsed() >= max {
+            return Settled {
+                waited: start.elapsed(),
+                quiet: false,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let (r, s) = (reported_kib(), steal_ticks());
+        let grew = |now: Option<u64>, before: Option<u64>, by: u64| matches!((now, before), (Some(n), Some(b)) if n.saturating_sub(b) >= by);
+        if grew(r, reported, REPORTED_WORK_KIB) || grew(s, steal, STEAL_WORK_TICKS) {
+            last_work = Instant::now();
+        }
+        (reported, steal) = (r, s);
+    }
+    Settled {
+        waited: start.elapsed(),
+        quiet: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settle_with_no_time_returns_at_once() {
+        let s = settle(Duration::ZERO);
+        assert!(s.quiet);
+        assert!(s.waited < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn steal_is_read_where_the_kernel_has_it() {
+        // Every Linux since 2.6.11 has the column; the count only grows.
+        let a = stolen_seconds().expect("steal column in /proc/stat");
+        let b = stolen_seconds().expect("steal column in /proc/stat");
+        assert!(b >= a);
+    }
+}

@@ -4,7 +4,7 @@
 //!
 //! On this project's VMs the guest reports freed memory in passes about
 //! 2 s apart, a few hundred MB each, and the host's work on each pass is
-//! stolen from the guest's CPUs (60–90 ms of one CPU). The previous load
+//! stolen from the guest's CPUs (~60–120 ms of CPU time). The previous load
 //! test's exit frees its whole cache and the simulator's, so for some
 //! 20 s afterwards every run measured the host taking back the previous
 //! run's memory (docs/benchmarks.md, session 29). [`settle`] waits for

@@ -504,10 +504,7 @@ where
         std::thread::sleep(Duration::from_secs(1));
     }
     let faults_injected = rt.block_on(server.faults_injected())?;
-    let (p50, p99) = {
-        let lag = stats[0].lag_us.lock();
-        (lag.value_at_quantile(0.5), lag.value_at_quantile(0.99))
-    };
+    let lag = stats[0].lag.lock().figures();
     let report = Report {
         source: server.source().into(),
         implementation: args.implementation.as_str().into(),
@@ -527,9 +524,12 @@ where
         changes_made: changes,
         burst: args.burst.is_some(),
         updates_per_second: stats[0].recorded.load(Ordering::Relaxed) as f64 / churn_seconds,
-        lag_p50_us: p50,
-        lag_p99_us: p99,
+        lag_p50_us: lag.p50_us,
+        lag_p99_us: lag.p99_us,
         lag_warmup_seconds: args.lag_warmup().as_secs_f64(),
+        lag_worst_tick_at_seconds: lag.worst_tick.map(|(at, _)| at),
+        lag_worst_tick_us: lag.worst_tick.map(|(_, us)| us),
+        lag_worst_per_tick_us: lag.worst_per_tick_us,
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes().max(peak_rss),

@@ -32,8 +32,83 @@ pub struct LagStats {
     /// Lag is recorded only for changes committed from this time on
     /// (nanoseconds since the Unix epoch; see `--lag-warmup`).
     pub lag_from_unix_nanos: AtomicU64,
-    /// Commit → handler latency in microseconds, recorded during churn.
-    pub lag_us: Mutex<Histogram<u64>>,
+    /// Commit → handler latency, recorded during churn.
+    pub lag: Mutex<LagRecord>,
+}
+
+/// The lag figures of a run (see [`LagRecord`]).
+pub struct LagFigures {
+    /// Median, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// [`LagRecord::worst_tick`].
+    pub worst_tick: Option<(f64, u64)>,
+    /// [`LagRecord::worst_per_tick_us`].
+    pub worst_per_tick_us: Vec<u64>,
+}
+
+/// Commits per step of [`LagRecord::worst_per_tick_us`].
+pub const LAG_TICK: Duration = Duration::from_millis(100);
+
+/// Ticks kept at most (an hour of churn).
+const MAX_TICKS: usize = 36_000;
+
+/// Commit → handler latency recorded during churn: its distribution, and
+/// the worst lag of the changes committed in each [`LAG_TICK`], which says
+/// where in the churn a tail comes from (docs/benchmarks.md, session 29).
+pub struct LagRecord {
+    /// Latency in microseconds.
+    pub histogram: Histogram<u64>,
+    /// Worst latency (µs) of the changes committed in each tick from the
+    /// start of the lag window (the churn's start plus `--lag-warmup`); 0
+    /// where none was recorded.
+    pub worst_per_tick_us: Vec<u64>,
+}
+
+impl LagRecord {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
+            worst_per_tick_us: Vec::new(),
+        })
+    }
+
+    /// Records `lag_us` for a change committed `since_start` after the
+    /// start of the lag window.
+    pub fn record(&mut self, since_start: Duration, lag_us: u64) {
+        let lag_us = lag_us.clamp(1, 3_600_000_000);
+        let _ = self.histogram.record(lag_us);
+        let tick = (since_start.as_nanos() / LAG_TICK.as_nanos()) as usize;
+        if tick < MAX_TICKS {
+            if tick >= self.worst_per_tick_us.len() {
+                self.worst_per_tick_us.resize(tick + 1, 0);
+            }
+            let worst = &mut self.worst_per_tick_us[tick];
+            *worst = (*worst).max(lag_us);
+        }
+    }
+
+    /// What the report shows of it.
+    pub fn figures(&self) -> LagFigures {
+        LagFigures {
+            p50_us: self.histogram.value_at_quantile(0.5),
+            p99_us: self.histogram.value_at_quantile(0.99),
+            worst_tick: self.worst_tick(),
+            worst_per_tick_us: self.worst_per_tick_us.clone(),
+        }
+    }
+
+    /// The tick with the worst lag: its start in seconds from the start of
+    /// the lag window, and the lag in microseconds.
+    pub fn worst_tick(&self) -> Option<(f64, u64)> {
+        let (i, &lag) = self
+            .worst_per_tick_us
+            .iter()
+            .enumerate()
+            .max_by_key(|&(_, lag)| *lag)?;
+        (lag > 0).then(|| ((i as u128 * LAG_TICK.as_millis()) as f64 / 1000.0, lag))
+    }
 }
 
 impl LagStats {
@@ -44,7 +119,7 @@ impl LagStats {
             recorded: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             lag_from_unix_nanos: AtomicU64::new(0),
-            lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3)?),
+            lag: Mutex::new(LagRecord::new()?),
         }))
     }
 
@@ -78,11 +153,11 @@ impl LagHandler {
         let lag_from = u128::from(self.0.lag_from_unix_nanos.load(Ordering::Relaxed));
         if let Some(commit) = commit.filter(|c| *c >= lag_from) {
             let lag_us = now_unix_nanos().saturating_sub(commit) / 1000;
-            let _ = self
-                .0
-                .lag_us
-                .lock()
-                .record(lag_us.clamp(1, 3_600_000_000) as u64);
+            let since_start = u64::try_from(commit - lag_from).unwrap_or(u64::MAX);
+            self.0.lag.lock().record(
+                Duration::from_nanos(since_start),
+                u64::try_from(lag_us).unwrap_or(u64::MAX),
+            );
         }
     }
 }
@@ -216,11 +291,32 @@ mod tests {
         stats.start_recording(Duration::from_secs(3600));
         handler.observe(&committed_now());
         assert_eq!(stats.recorded.load(Ordering::Relaxed), 1);
-        assert_eq!(stats.lag_us.lock().len(), 0, "committed within the warm-up");
+        assert_eq!(
+            stats.lag.lock().histogram.len(),
+            0,
+            "committed within the warm-up"
+        );
         stats.start_recording(Duration::ZERO);
         handler.observe(&committed_now());
         assert_eq!(stats.recorded.load(Ordering::Relaxed), 2);
-        assert_eq!(stats.lag_us.lock().len(), 1);
+        assert_eq!(stats.lag.lock().histogram.len(), 1);
         assert_eq!(stats.events.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_worst_lag_is_kept_per_tick_of_commit_time() {
+        let mut lag = LagRecord::new().unwrap();
+        assert_eq!(lag.worst_tick(), None, "nothing recorded");
+        lag.record(Duration::from_millis(30), 2_000);
+        lag.record(Duration::from_millis(250), 9_000);
+        lag.record(Duration::from_millis(260), 120_000);
+        lag.record(Duration::from_millis(299), 4_000);
+        assert_eq!(lag.worst_per_tick_us, vec![2_000, 0, 120_000]);
+        assert_eq!(lag.worst_tick(), Some((0.2, 120_000)));
+        assert_eq!(lag.histogram.len(), 4);
+        // Past the last tick kept: in the histogram only.
+        lag.record(LAG_TICK * MAX_TICKS as u32, 7);
+        assert_eq!(lag.worst_per_tick_us.len(), 3);
+        assert_eq!(lag.histogram.len(), 5);
     }
 }

@@ -213,10 +213,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
 
     let first = &under[0].handlers[0].0;
     let recorded = first.recorded.load(Ordering::Relaxed);
-    let (p50, p99) = {
-        let h = first.lag_us.lock();
-        (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
-    };
+    let lag = first.lag.lock().figures();
     let peak_rss = peak_rss_bytes();
     let mismatches: usize = under
         .iter()
@@ -253,9 +250,12 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         changes_made: changes,
         burst: false,
         updates_per_second: recorded as f64 / churn_seconds,
-        lag_p50_us: p50,
-        lag_p99_us: p99,
+        lag_p50_us: lag.p50_us,
+        lag_p99_us: lag.p99_us,
         lag_warmup_seconds: args.lag_warmup().as_secs_f64(),
+        lag_worst_tick_at_seconds: lag.worst_tick.map(|(at, _)| at),
+        lag_worst_tick_us: lag.worst_tick.map(|(_, us)| us),
+        lag_worst_per_tick_us: lag.worst_per_tick_us,
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes(),

@@ -28,10 +28,22 @@ const REPORTED_WORK_KIB: u64 = 32 * 1024;
 /// a reporting pass takes 5–9, an otherwise idle host 0–1.
 const STEAL_WORK_TICKS: u64 = 3;
 
-/// CPU time taken from this VM's CPUs by the hypervisor so far, all CPUs
-/// together, in seconds (`None` where /proc/stat has no steal column).
-pub fn stolen_seconds() -> Option<f64> {
-    steal_ticks().map(|t| t as f64 / 100.0)
+/// Counts the CPU time the hypervisor takes from this VM's CPUs from the
+/// moment it is started.
+pub struct StealMeter(Option<u64>);
+
+impl StealMeter {
+    /// Starts counting.
+    pub fn start() -> Self {
+        Self(steal_ticks())
+    }
+
+    /// CPU seconds taken since [`StealMeter::start`], all CPUs together
+    /// (`None` where /proc/stat has no steal column).
+    pub fn seconds(&self) -> Option<f64> {
+        let (now, then) = (steal_ticks()?, self.0?);
+        Some(now.saturating_sub(then) as f64 / 100.0)
+    }
 }
 
 fn steal_ticks() -> Option<u64> {
@@ -47,6 +59,29 @@ fn reported_kib() -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The host's counters at one moment (`None`: not exported here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sample {
+    reported_kib: Option<u64>,
+    steal_ticks: Option<u64>,
+}
+
+impl Sample {
+    fn now() -> Self {
+        Self {
+            reported_kib: reported_kib(),
+            steal_ticks: steal_ticks(),
+        }
+    }
+
+    /// Whether the host worked on this VM between `before` and `self`.
+    fn host_worked_since(&self, before: &Self) -> bool {
+        let grew = |now: Option<u64>, then: Option<u64>, by: u64| matches!((now, then), (Some(n), Some(t)) if n.saturating_sub(t) >= by);
+        grew(self.reported_kib, before.reported_kib, REPORTED_WORK_KIB)
+            || grew(self.steal_ticks, before.steal_ticks, STEAL_WORK_TICKS)
+    }
 }
 
 /// What [`settle`] saw.
@@ -75,15 +110,15 @@ pub fn settle(max: Duration) -> Settled {
 
 fn wait_until_quiet(max: Duration) -> Settled {
     let start = Instant::now();
+    if max.is_zero() {
+        return Settled {
+            waited: Duration::ZERO,
+            quiet: true,
+        };
+    }
     let mut last_work = start;
-    let (mut reported, mut steal) = (reported_kib(), steal_ticks());
-    while !max.is_zero() {
-        if last_work.elapsed() >= QUIET {
-            return Settled {
-                waited: start.elapsed(),
-                quiet: true,
-            };
-        }
+    let mut before = Sample::now();
+    while last_work.elapsed() < QUIET {
         if start.elapsed() >= max {
             return Settled {
                 waited: start.elapsed(),
@@ -91,12 +126,11 @@ fn wait_until_quiet(max: Duration) -> Settled {
             };
         }
         std::thread::sleep(Duration::from_millis(100));
-        let (r, s) = (reported_kib(), steal_ticks());
-        let grew = |now: Option<u64>, before: Option<u64>, by: u64| matches!((now, before), (Some(n), Some(b)) if n.saturating_sub(b) >= by);
-        if grew(r, reported, REPORTED_WORK_KIB) || grew(s, steal, STEAL_WORK_TICKS) {
+        let now = Sample::now();
+        if now.host_worked_since(&before) {
             last_work = Instant::now();
         }
-        (reported, steal) = (r, s);
+        before = now;
     }
     Settled {
         waited: start.elapsed(),
@@ -117,9 +151,26 @@ mod tests {
 
     #[test]
     fn steal_is_read_where_the_kernel_has_it() {
-        // Every Linux since 2.6.11 has the column; the count only grows.
-        let a = stolen_seconds().expect("steal column in /proc/stat");
-        let b = stolen_seconds().expect("steal column in /proc/stat");
-        assert!(b >= a);
+        // Every Linux since 2.6.11 has the column.
+        let meter = StealMeter::start();
+        let stolen = meter.seconds().expect("steal column in /proc/stat");
+        assert!(stolen >= 0.0);
+    }
+
+    #[test]
+    fn reporting_or_steal_past_their_thresholds_is_the_host_at_work() {
+        let at = |kib, ticks| Sample {
+            reported_kib: kib,
+            steal_ticks: ticks,
+        };
+        let before = at(Some(1_000), Some(50));
+        assert!(!at(Some(1_000), Some(50)).host_worked_since(&before));
+        assert!(!at(Some(1_000 + REPORTED_WORK_KIB - 1), Some(52)).host_worked_since(&before));
+        assert!(at(Some(1_000 + REPORTED_WORK_KIB), Some(50)).host_worked_since(&before));
+        assert!(at(Some(1_000), Some(50 + STEAL_WORK_TICKS)).host_worked_since(&before));
+        // A counter this kernel does not export never counts.
+        let bare = at(None, Some(50));
+        assert!(!at(None, Some(51)).host_worked_since(&bare));
+        assert!(at(None, Some(53)).host_worked_since(&bare));
     }
 }

@@ -395,7 +395,7 @@ where
         _ => None,
     };
     let t0 = Instant::now();
-    let stolen_t0 = host::stolen_seconds();
+    let sync_steal = host::StealMeter::start();
     for _ in 0..args.informers.max(1) {
         let cache = match args.implementation {
             Impl::Kinformer => {
@@ -410,7 +410,7 @@ where
         caches.iter().all(|c| c.synced())
     });
     let initial_sync_seconds = t0.elapsed().as_secs_f64();
-    let stolen_synced = host::stolen_seconds();
+    let stolen_sync_seconds = sync_steal.seconds();
     if !synced {
         caches.iter().for_each(|c| c.shutdown());
         bail!("initial sync did not finish within 900 s");
@@ -444,7 +444,7 @@ where
     let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
     let batches_before = caches[0].batches();
     let start = Instant::now();
-    let stolen_start = host::stolen_seconds();
+    let churn_steal = host::StealMeter::start();
     let changes = match burst_made {
         Some(n) => {
             record();
@@ -464,7 +464,7 @@ where
         caches.iter().all(|c| c.seen_rv() >= target && c.drained())
     });
     let churn_seconds = start.elapsed().as_secs_f64();
-    let stolen_end = host::stolen_seconds();
+    let stolen_churn_seconds = churn_steal.seconds();
     let deltas_per_batch = caches[0]
         .batches()
         .zip(batches_before)
@@ -518,8 +518,8 @@ where
         handlers: args.handlers,
         settle_seconds: settled.waited.as_secs_f64(),
         settled: settled.quiet,
-        stolen_sync_seconds: stolen_synced.zip(stolen_t0).map(|(b, a)| b - a),
-        stolen_churn_seconds: stolen_end.zip(stolen_start).map(|(b, a)| b - a),
+        stolen_sync_seconds,
+        stolen_churn_seconds,
         initial_sync_seconds,
         changes_made: changes,
         burst: args.burst.is_some(),
@@ -527,8 +527,6 @@ where
         lag_p50_us: lag.p50_us,
         lag_p99_us: lag.p99_us,
         lag_warmup_seconds: args.lag_warmup().as_secs_f64(),
-        lag_worst_tick_at_seconds: lag.worst_tick.map(|(at, _)| at),
-        lag_worst_tick_us: lag.worst_tick.map(|(_, us)| us),
         lag_worst_per_tick_us: lag.worst_per_tick_us,
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,

@@ -42,8 +42,6 @@ pub struct LagFigures {
     pub p50_us: u64,
     /// 99th percentile, µs.
     pub p99_us: u64,
-    /// [`LagRecord::worst_tick`].
-    pub worst_tick: Option<(f64, u64)>,
     /// [`LagRecord::worst_per_tick_us`].
     pub worst_per_tick_us: Vec<u64>,
 }
@@ -94,21 +92,20 @@ impl LagRecord {
         LagFigures {
             p50_us: self.histogram.value_at_quantile(0.5),
             p99_us: self.histogram.value_at_quantile(0.99),
-            worst_tick: self.worst_tick(),
             worst_per_tick_us: self.worst_per_tick_us.clone(),
         }
     }
+}
 
-    /// The tick with the worst lag: its start in seconds from the start of
-    /// the lag window, and the lag in microseconds.
-    pub fn worst_tick(&self) -> Option<(f64, u64)> {
-        let (i, &lag) = self
-            .worst_per_tick_us
-            .iter()
-            .enumerate()
-            .max_by_key(|&(_, lag)| *lag)?;
-        (lag > 0).then(|| ((i as u128 * LAG_TICK.as_millis()) as f64 / 1000.0, lag))
-    }
+/// The tick with the worst lag in `worst_per_tick_us` (see
+/// [`LagRecord::worst_per_tick_us`]): its start in seconds from the start
+/// of the lag window, and the lag in microseconds.
+pub fn worst_tick(worst_per_tick_us: &[u64]) -> Option<(f64, u64)> {
+    let (i, &lag) = worst_per_tick_us
+        .iter()
+        .enumerate()
+        .max_by_key(|&(_, lag)| *lag)?;
+    (lag > 0).then(|| ((i as u128 * LAG_TICK.as_millis()) as f64 / 1000.0, lag))
 }
 
 impl LagStats {
@@ -306,13 +303,13 @@ mod tests {
     #[test]
     fn the_worst_lag_is_kept_per_tick_of_commit_time() {
         let mut lag = LagRecord::new().unwrap();
-        assert_eq!(lag.worst_tick(), None, "nothing recorded");
+        assert_eq!(worst_tick(&lag.worst_per_tick_us), None, "nothing recorded");
         lag.record(Duration::from_millis(30), 2_000);
         lag.record(Duration::from_millis(250), 9_000);
         lag.record(Duration::from_millis(260), 120_000);
         lag.record(Duration::from_millis(299), 4_000);
         assert_eq!(lag.worst_per_tick_us, vec![2_000, 0, 120_000]);
-        assert_eq!(lag.worst_tick(), Some((0.2, 120_000)));
+        assert_eq!(worst_tick(&lag.worst_per_tick_us), Some((0.2, 120_000)));
         assert_eq!(lag.histogram.len(), 4);
         // Past the last tick kept: in the histogram only.
         lag.record(LAG_TICK * MAX_TICKS as u32, 7);

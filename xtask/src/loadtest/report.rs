@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use super::measure::worst_tick;
+
 /// Everything a load test measured.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Report {
@@ -49,12 +51,6 @@ pub struct Report {
     pub lag_p99_us: u64,
     /// Seconds at the start of the churn left out of the lag percentiles.
     pub lag_warmup_seconds: f64,
-    /// Where the worst lag was committed: seconds from the start of the
-    /// lag window (the churn's start plus `--lag-warmup`) to the start of
-    /// its 100 ms tick.
-    pub lag_worst_tick_at_seconds: Option<f64>,
-    /// The worst lag of any change, microseconds (`None` if none recorded).
-    pub lag_worst_tick_us: Option<u64>,
     /// The worst lag (µs) of the changes committed in each 100 ms of the
     /// lag window (0: none recorded in it).
     pub lag_worst_per_tick_us: Vec<u64>,
@@ -169,12 +165,8 @@ impl Report {
             ),
             (
                 "worst lag (committed at)",
-                match (
-                    self.burst,
-                    self.lag_worst_tick_us,
-                    self.lag_worst_tick_at_seconds,
-                ) {
-                    (false, Some(us), Some(at)) => {
+                match (self.burst, worst_tick(&self.lag_worst_per_tick_us)) {
+                    (false, Some((at, us))) => {
                         format!("{us} us (in the 100 ms from {at:.1} s)")
                     }
                     _ => "-".into(),

@@ -15,6 +15,7 @@
 //! - [`prune`]: decoding without `metadata.managedFields`;
 //! - [`object_decode`]: which decoder a reflector uses for its type ([`Decoders`]);
 //! - [`partial_meta`]: decoding kube's `PartialObjectMeta` without serde's `flatten`;
+//! - [`protobuf`]: metadata-only objects, watch frames and lists in Kubernetes' protobuf encoding;
 //! - [`dynamic_object`]: the same for kube's `DynamicObject`;
 //! - `type_meta`: their `apiVersion` and `kind`, read as the derived impls read them;
 //! - `managed_fields`: finding that field in raw JSON, to leave it out of the parse;
@@ -47,6 +48,7 @@ mod managed_fields;
 pub mod metrics;
 pub mod object_decode;
 pub mod partial_meta;
+pub mod protobuf;
 pub mod prune;
 pub mod reflector;
 pub mod shard;

@@ -1,0 +1,61 @@
+//! One metadata-only watch event decoded from each of kube-apiserver's two
+//! encodings: the JSON line (what the informer reads today) and the
+//! protobuf frame (what client-go's metadata informers ask for). Both are
+//! the bytes kube-apiserver v1.37.2 wrote for the same Pod
+//! (`crates/kinformer-reflector/tests/fixtures/protobuf/`), decoded into the
+//! same `PartialObjectMeta<Pod>` (a unit test checks they are equal), with
+//! and without `metadata.managedFields`.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::Decoders;
+use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
+use kube_core::PartialObjectMeta;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const JSON_LINE: &[u8] = include_bytes!(
+    "../../crates/kinformer-reflector/tests/fixtures/protobuf/pod-metadata-watch.json"
+);
+const WATCH_PB: &[u8] = include_bytes!(
+    "../../crates/kinformer-reflector/tests/fixtures/protobuf/pod-metadata-watchlist.pb"
+);
+
+fn first_frame() -> Bytes {
+    next_frame(&mut BytesMut::from(WATCH_PB))
+        .expect("a frame")
+        .expect("a whole frame")
+}
+
+fn decode(c: &mut Criterion) {
+    let line = JSON_LINE.trim_ascii_end();
+    let frame = first_frame();
+    let json = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
+    let mut group = c.benchmark_group("metadata_event");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    for skip in [true, false] {
+        let what = if skip {
+            "skip_managed_fields"
+        } else {
+            "keep_managed_fields"
+        };
+        group.bench_function(format!("json_line_{what}"), |b| {
+            b.iter(|| json.event(line, skip).expect("decode"))
+        });
+        group.bench_function(format!("protobuf_frame_{what}"), |b| {
+            b.iter(|| decode_watch_frame::<Pod>(frame.clone(), skip).expect("decode"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);

@@ -1,0 +1,185 @@
+//! One enveloped object (`k8s\0` + `runtime.Unknown`) into kube's
+//! [`PartialObjectMeta`], with the JSON form's meaning: a field the JSON
+//! encoding leaves out when empty (`omitempty`) is `None` here too, so an
+//! object decodes to the same value from either encoding.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube_core::{PartialObjectMeta, TypeMeta};
+use prost::Message;
+
+use super::messages;
+use crate::error::ReflectorError;
+
+/// The four bytes before every enveloped object.
+pub const MAGIC: &[u8; 4] = b"k8s\0";
+
+/// Opens the envelope of one object: its `apiVersion` and `kind` (when the
+/// envelope has them) and the object's own bytes.
+pub(crate) fn open_envelope(
+    mut enveloped: Bytes,
+) -> Result<(Option<messages::TypeMeta>, Bytes), ReflectorError> {
+    if !enveloped.starts_with(MAGIC) {
+        return Err(ReflectorError::DecodeObject(
+            "protobuf object without the k8s envelope".into(),
+        ));
+    }
+    let unknown = messages::Unknown::decode(enveloped.split_off(MAGIC.len()))
+        .map_err(|e| ReflectorError::DecodeObject(format!("protobuf envelope: {e}")))?;
+    Ok((unknown.type_meta, unknown.raw))
+}
+
+/// Decodes one enveloped `PartialObjectMetadata`, leaving out
+/// `metadata.managedFields` when `skip_managed_fields` is set (its bytes are
+/// skipped by length, not parsed).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_reflector::protobuf::decode_partial_object_meta;
+///
+/// // A bare object: the envelope's type and an object with `metadata.name` "a".
+/// let mut bytes = b"k8s\0".to_vec();
+/// bytes.extend_from_slice(&[0x12, 0x05, 0x0a, 0x03, 0x0a, 0x01, b'a']);
+/// let meta = decode_partial_object_meta::<Pod>(bytes.into(), true).unwrap();
+/// assert_eq!(meta.metadata.name.as_deref(), Some("a"));
+/// ```
+pub fn decode_partial_object_meta<K>(
+    enveloped: Bytes,
+    skip_managed_fields: bool,
+) -> Result<PartialObjectMeta<K>, ReflectorError> {
+    let (types, raw) = open_envelope(enveloped)?;
+    decode_bare(raw, types.map(type_meta), skip_managed_fields)
+}
+
+/// Decodes a `PartialObjectMetadata` message without its envelope (a list
+/// item), with `types` as its `apiVersion` and `kind`.
+pub(crate) fn decode_bare<K>(
+    raw: Bytes,
+    types: Option<TypeMeta>,
+    skip_managed_fields: bool,
+) -> Result<PartialObjectMeta<K>, ReflectorError> {
+    let meta_bytes = messages::PartialObjectMetadataBytes::decode(raw)
+        .map_err(decode_error)?
+        .metadata
+        .unwrap_or_default();
+    let managed = if skip_managed_fields {
+        None
+    } else {
+        Some(
+            messages::ManagedFieldsOnly::decode(meta_bytes.clone())
+                .map_err(decode_error)?
+                .managed_fields,
+        )
+    };
+    let fields = messages::ObjectMeta::decode(meta_bytes).map_err(decode_error)?;
+    Ok(PartialObjectMeta {
+        types,
+        metadata: object_meta(fields, managed)?,
+        _phantom: std::marker::PhantomData,
+    })
+}
+
+fn decode_error(e: prost::DecodeError) -> ReflectorError {
+    ReflectorError::DecodeObject(format!("protobuf: {e}"))
+}
+
+pub(crate) fn type_meta(t: messages::TypeMeta) -> TypeMeta {
+    TypeMeta {
+        api_version: t.api_version,
+        kind: t.kind,
+    }
+}
+
+/// `Some` unless empty (the JSON encoding's `omitempty`).
+fn text(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn map(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!m.is_empty()).then_some(m)
+}
+
+fn list<T>(v: Vec<T>) -> Option<Vec<T>> {
+    (!v.is_empty()).then_some(v)
+}
+
+/// An empty `Time` message is Go's zero time, which JSON writes as `null`.
+fn time(t: Option<messages::Time>) -> Result<Option<meta::Time>, ReflectorError> {
+    match t {
+        None
+        | Some(messages::Time {
+            seconds: 0,
+            nanos: 0,
+        }) => Ok(None),
+        Some(t) => jiff::Timestamp::new(t.seconds, t.nanos)
+            .map(|ts| Some(meta::Time(ts)))
+            .map_err(|e| ReflectorError::DecodeObject(format!("protobuf time: {e}"))),
+    }
+}
+
+fn object_meta(
+    m: messages::ObjectMeta,
+    managed: Option<Vec<messages::ManagedFieldsEntry>>,
+) -> Result<meta::ObjectMeta, ReflectorError> {
+    let owner_references = m
+        .owner_references
+        .into_iter()
+        .map(|o| meta::OwnerReference {
+            api_version: o.api_version,
+            block_owner_deletion: o.block_owner_deletion,
+            controller: o.controller,
+            kind: o.kind,
+            name: o.name,
+            uid: o.uid,
+        })
+        .collect();
+    let managed_fields = match managed {
+        Some(entries) => list(
+            entries
+                .into_iter()
+                .map(managed_fields_entry)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
+    };
+    Ok(meta::ObjectMeta {
+        annotations: map(m.annotations),
+        creation_timestamp: time(m.creation_timestamp)?,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        deletion_timestamp: time(m.deletion_timestamp)?,
+        finalizers: list(m.finalizers),
+        generate_name: text(m.generate_name),
+        generation: (m.generation != 0).then_some(m.generation),
+        labels: map(m.labels),
+        managed_fields,
+        name: text(m.name),
+        namespace: text(m.namespace),
+        owner_references: list(owner_references),
+        resource_version: text(m.resource_version),
+        self_link: None,
+        uid: text(m.uid),
+    })
+}
+
+fn managed_fields_entry(
+    e: messages::ManagedFieldsEntry,
+) -> Result<meta::ManagedFieldsEntry, ReflectorError> {
+    let fields_v1 = match e.fields_v1 {
+        Some(f) if !f.raw.is_empty() => Some(meta::FieldsV1(
+            serde_json::from_slice(&f.raw)
+                .map_err(|e| ReflectorError::DecodeObject(format!("protobuf fieldsV1: {e}")))?,
+        )),
+        _ => None,
+    };
+    Ok(meta::ManagedFieldsEntry {
+        api_version: text(e.api_version),
+        fields_type: text(e.fields_type),
+        fields_v1,
+        manager: text(e.manager),
+        operation: text(e.operation),
+        subresource: text(e.subresource),
+        time: time(e.time)?,
+    })
+}

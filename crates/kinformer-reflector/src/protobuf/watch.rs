@@ -1,0 +1,119 @@
+//! A protobuf watch body (`application/vnd.kubernetes.protobuf;stream=watch`):
+//! frames of a 4-byte big-endian length and a raw `WatchEvent`, whose
+//! `object` is an enveloped object (or, for `ERROR`, an enveloped `Status`).
+
+use bytes::{Buf, Bytes, BytesMut};
+use kube_core::PartialObjectMeta;
+use prost::Message;
+
+use super::messages;
+use super::object::{decode_partial_object_meta, open_envelope};
+use crate::error::ReflectorError;
+use crate::event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
+use crate::transport::{StatusBody, StatusDetails};
+
+/// The longest frame accepted: a length above it is taken for a corrupt
+/// stream rather than waited for.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// Takes the next whole frame off the front of `buf` (`Ok(None)` until one
+/// has arrived whole).
+///
+/// ```
+/// use bytes::BytesMut;
+/// use kinformer_reflector::protobuf::next_frame;
+///
+/// let mut buf = BytesMut::from(&[0, 0, 0, 2, 7, 8, 0, 0][..]);
+/// assert_eq!(next_frame(&mut buf).unwrap().unwrap().as_ref(), &[7, 8]);
+/// assert!(next_frame(&mut buf).unwrap().is_none());
+/// ```
+pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, ReflectorError> {
+    let Some(len) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(ReflectorError::MalformedEvent(format!(
+            "protobuf watch frame of {len} bytes (at most {MAX_FRAME})"
+        )));
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    buf.advance(4);
+    Ok(Some(buf.split_to(len).freeze()))
+}
+
+/// Decodes one watch frame of a metadata-only watch.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_reflector::WatchEvent;
+/// use kinformer_reflector::protobuf::decode_watch_frame;
+///
+/// // type "ADDED", object: the envelope around an object named "a".
+/// let mut object = b"k8s\0".to_vec();
+/// object.extend_from_slice(&[0x12, 0x05, 0x0a, 0x03, 0x0a, 0x01, b'a']);
+/// let mut frame = vec![0x0a, 0x05];
+/// frame.extend_from_slice(b"ADDED");
+/// frame.extend_from_slice(&[0x12, object.len() as u8 + 2, 0x0a, object.len() as u8]);
+/// frame.extend_from_slice(&object);
+/// match decode_watch_frame::<Pod>(frame.into(), true).unwrap() {
+///     WatchEvent::Added(m) => assert_eq!(m.metadata.name.as_deref(), Some("a")),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+pub fn decode_watch_frame<K>(
+    frame: Bytes,
+    skip_managed_fields: bool,
+) -> Result<WatchEvent<PartialObjectMeta<K>>, ReflectorError> {
+    let event = messages::WatchEvent::decode(frame)
+        .map_err(|e| ReflectorError::MalformedEvent(format!("protobuf watch event: {e}")))?;
+    let object = || {
+        event
+            .object
+            .clone()
+            .map(|o| o.raw)
+            .filter(|raw| !raw.is_empty())
+            .ok_or_else(|| ReflectorError::MissingObject(event.r#type.clone()))
+    };
+    Ok(match event.r#type.as_str() {
+        "ADDED" => WatchEvent::Added(decode_partial_object_meta(object()?, skip_managed_fields)?),
+        "MODIFIED" => {
+            WatchEvent::Modified(decode_partial_object_meta(object()?, skip_managed_fields)?)
+        }
+        "DELETED" => {
+            WatchEvent::Deleted(decode_partial_object_meta(object()?, skip_managed_fields)?)
+        }
+        "BOOKMARK" => {
+            let m = decode_partial_object_meta::<K>(object()?, true)?.metadata;
+            WatchEvent::Bookmark {
+                resource_version: m.resource_version.unwrap_or_default(),
+                initial_events_end: m
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(INITIAL_EVENTS_END_ANNOTATION))
+                    .is_some_and(|v| v == "true"),
+            }
+        }
+        "ERROR" => WatchEvent::Error(status_error(object()?)?),
+        other => return Err(ReflectorError::UnknownEventType(other.to_string())),
+    })
+}
+
+/// The error an enveloped `Status` stands for.
+pub(crate) fn status_error(enveloped: Bytes) -> Result<ReflectorError, ReflectorError> {
+    let (_, raw) = open_envelope(enveloped)?;
+    let st = messages::Status::decode(raw)
+        .map_err(|e| ReflectorError::MalformedEvent(format!("protobuf status: {e}")))?;
+    let code = u16::try_from(st.code).unwrap_or_default();
+    let body = StatusBody {
+        code,
+        reason: st.reason,
+        message: st.message,
+        details: st.details.map(|d| StatusDetails {
+            retry_after_seconds: u64::try_from(d.retry_after_seconds).ok().filter(|s| *s > 0),
+        }),
+    };
+    Ok(body.into_error(code, None))
+}

@@ -328,6 +328,94 @@ async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
+    let (client, ns, cms) = configmaps_in_new_namespace("pb").await;
+    for name in ["a", "b", "c"] {
+        let labels = json!({"tier": name, "app.kubernetes.io/name": "e2e"});
+        cms.create(&PostParams::default(), &cm(name, labels))
+            .await
+            .unwrap();
+    }
+    let json_factory = factory(&client, &ns).await;
+    let protobuf_factory = |skip| {
+        SharedInformerFactory::builder(client.clone())
+            .namespace(&ns)
+            .runtime(tokio::runtime::Handle::current())
+            .reflector_config(
+                ReflectorConfig::default()
+                    .protobuf_watch(true)
+                    .skip_managed_fields(skip),
+            )
+            .build()
+    };
+    let (pb, pb_skipping) = (protobuf_factory(false), protobuf_factory(true));
+    let json_meta = json_factory.metadata_informer::<ConfigMap>();
+    let pb_meta = pb.metadata_informer::<ConfigMap>();
+    let pb_meta_skipping = pb_skipping.metadata_informer::<ConfigMap>();
+    for f in [&json_factory, &pb, &pb_skipping] {
+        f.start().unwrap();
+        f.wait_for_cache_sync(SYNC).await.unwrap();
+    }
+    // After the sync (a WatchList stream): an update with an annotation and
+    // a finalizer, and a delete, so that watch events are checked too.
+    let patch =
+        json!({"metadata": {"annotations": {"seq": "1"}, "finalizers": ["kinformer.dev/keep"]}});
+    let changed = cms
+        .patch("b", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let rv = changed.metadata.resource_version.unwrap();
+    cms.delete("c", &DeleteParams::default()).await.unwrap();
+    let b = format!("{ns}/b");
+    let c = format!("{ns}/c");
+    let deadline = tokio::time::Instant::now() + EVENT;
+    let informers = [&json_meta, &pb_meta, &pb_meta_skipping];
+    while !informers
+        .iter()
+        .all(|i| cached_rv(i, &b).as_deref() == Some(rv.as_str()) && i.indexer().get(&c).is_none())
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the caches never all reached {rv} without {c}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let keys = json_meta.indexer().list_keys();
+    assert_eq!(keys.len(), 2);
+    for key in keys {
+        let key = key.to_string();
+        let expected = json_meta.indexer().get(&key).unwrap();
+        let got = pb_meta.indexer().get(&key).unwrap();
+        assert_eq!(got.metadata, expected.metadata, "{key}");
+        assert_eq!(got.types, expected.types, "{key}");
+        let mut without = expected.metadata.clone();
+        assert!(without.managed_fields.take().is_some());
+        assert_eq!(
+            pb_meta_skipping.indexer().get(&key).unwrap().metadata,
+            without
+        );
+    }
+    // The server answered the protobuf informers' watches in protobuf.
+    for f in [&pb, &pb_skipping] {
+        let metrics = f.reflector_metrics();
+        assert!(
+            metrics.iter().all(|(_, m)| m.protobuf_watches >= 1),
+            "{metrics:?}"
+        );
+    }
+    assert!(
+        json_factory
+            .reflector_metrics()
+            .iter()
+            .all(|(_, m)| m.protobuf_watches == 0)
+    );
+    for f in [json_factory, pb, pb_skipping] {
+        f.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
 async fn dynamic_informer_follows_a_crd_created_in_the_test() {
     let (client, ns, _) = configmaps_in_new_namespace("crd").await;
     let group = format!("{}.kinformer.dev", unique("g"));

@@ -22,7 +22,7 @@ use crate::error::ReflectorError;
 use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
 use crate::object_decode::Decoders;
-use crate::shard::shard_of_json;
+use crate::shard::{shard_of_frame, shard_of_json};
 
 /// Lines per batch handed to a decode thread.
 const BATCH_LINES: usize = 128;
@@ -47,6 +47,8 @@ pub struct Decoder<K> {
     pool: Option<Arc<DecodePool>>,
     skip_managed_fields: bool,
     decoders: Decoders<K>,
+    /// Watch lines are protobuf frames.
+    framed: bool,
 }
 
 impl<K> Clone for Decoder<K> {
@@ -56,6 +58,7 @@ impl<K> Clone for Decoder<K> {
             pool: self.pool.clone(),
             skip_managed_fields: self.skip_managed_fields,
             decoders: self.decoders,
+            framed: self.framed,
         }
     }
 }
@@ -114,7 +117,15 @@ where
             pool,
             skip_managed_fields: false,
             decoders: Decoders::serde(),
+            framed: false,
         }
+    }
+
+    /// Whether the watch lines handed to [`lines`](Self::lines) are protobuf
+    /// frames (see [`Lines::frames`]).
+    pub fn framed(mut self, on: bool) -> Self {
+        self.framed = on;
+        self
     }
 
     /// Decodes objects with `decoders` (default: [`Decoders::serde`]).
@@ -139,7 +150,8 @@ where
     fn run<T: Send + 'static>(
         &self,
         inputs: Vec<Bytes>,
-        f: impl Fn(&DeltaFifo<K>, &[u8]) -> T + Send + Sync + Copy + 'static,
+        shard_of: fn(&[u8], usize) -> usize,
+        f: impl Fn(&DeltaFifo<K>, &Bytes) -> T + Send + Sync + Copy + 'static,
     ) -> Pending<T> {
         let Some(pool) = &self.pool else {
             return Pending::Ready(inputs.iter().map(|b| f(&self.fifo, b)).collect());
@@ -148,7 +160,7 @@ where
         let mut shards: Vec<(Vec<u32>, Vec<Bytes>)> =
             (0..pool.size()).map(|_| (Vec::new(), Vec::new())).collect();
         for (pos, input) in inputs.into_iter().enumerate() {
-            let (positions, part) = &mut shards[shard_of_json(&input, pool.size())];
+            let (positions, part) = &mut shards[shard_of(&input, pool.size())];
             positions.push(pos as u32);
             part.push(input);
         }
@@ -167,28 +179,30 @@ where
         Pending::InFlight { len, parts }
     }
 
-    /// Decodes watch lines.
+    /// Decodes watch lines (protobuf frames when [`framed`](Self::framed)).
     pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
-        self.run(lines, move |fifo, l| decode_line(fifo, l, decode, skip))
+        if self.framed {
+            return self.run(lines, shard_of_frame, move |fifo, f| {
+                prepared(fifo, decode.frame(f.clone(), skip)?)
+            });
+        }
+        self.run(lines, shard_of_json, move |fifo, l| {
+            prepared(fifo, decode.event(l, skip)?)
+        })
     }
 
     /// Decodes LIST items (each one object's JSON).
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
-        self.run(items, move |fifo, b| {
+        self.run(items, shard_of_json, move |fifo, b| {
             decode.object(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
         })
     }
 }
 
-fn decode_line<K: Resource + DeserializeOwned>(
-    fifo: &DeltaFifo<K>,
-    line: &[u8],
-    decode: Decoders<K>,
-    skip_managed_fields: bool,
-) -> Decoded<K> {
-    let event = decode.event(line, skip_managed_fields)?;
+/// A decoded event, its object keyed for the queue.
+fn prepared<K: Resource>(fifo: &DeltaFifo<K>, event: WatchEvent<K>) -> Decoded<K> {
     let rv = match &event {
         WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
             resource_version(o).map(str::to_string)
@@ -236,11 +250,13 @@ impl<K> EventStream<K>
 where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Events of `lines`, decoded by `decoder`.
+    /// Events of `lines`, decoded by `decoder` (as protobuf frames when
+    /// `lines` are [framed](Lines::is_framed)).
     pub fn new(lines: Lines, decoder: Decoder<K>) -> Self {
+        let framed = lines.is_framed();
         Self {
             lines,
-            decoder,
+            decoder: decoder.framed(framed),
             in_flight: VecDeque::new(),
             returned: Vec::new(),
             forming: Vec::new(),

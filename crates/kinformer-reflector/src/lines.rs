@@ -1,5 +1,6 @@
-//! Splitting a streaming response body into newline-terminated lines, with a
-//! client-side idle timeout.
+//! Splitting a streaming response body into newline-terminated lines (or,
+//! for a protobuf watch, length-prefixed frames: see [`Lines::frames`]),
+//! with a client-side idle timeout.
 //!
 //! The body is drained by a task of its own into a bounded channel: the
 //! connection keeps reading while the reflector decodes and queues, instead
@@ -53,6 +54,30 @@ impl Lines {
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display + Send,
     {
+        Self::start(body, idle, false)
+    }
+
+    /// As [`new`](Self::new), for a protobuf watch body: each "line" is
+    /// one frame (the 4-byte length taken off; see
+    /// [`crate::protobuf::next_frame`]).
+    pub fn frames<B>(body: B, idle: Duration) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        Self::start(body, idle, true)
+    }
+
+    /// Whether these are protobuf frames rather than JSON lines.
+    pub fn is_framed(&self) -> bool {
+        self.split.framed
+    }
+
+    fn start<B>(body: B, idle: Duration, framed: bool) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
         let (tx, runs) = mpsc::channel(READ_AHEAD_RUNS);
         let reader = tokio::spawn(read_chunks(body, tx)).abort_handle();
         Self {
@@ -60,7 +85,10 @@ impl Lines {
             pending: Vec::new().into_iter(),
             ended: None,
             reader,
-            split: Splitter::default(),
+            split: Splitter {
+                framed,
+                ..Splitter::default()
+            },
             idle,
             done: false,
         }
@@ -83,8 +111,10 @@ impl Lines {
     /// arming the idle timer): `None` when the body has nothing ready.
     pub fn try_next_line(&mut self) -> Option<Result<Option<Bytes>, ReflectorError>> {
         loop {
-            if let Some(line) = self.split.next_line() {
-                return Some(Ok(Some(line)));
+            match self.split.next_record() {
+                Ok(Some(line)) => return Some(Ok(Some(line))),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
             }
             if let Some(chunk) = self.pending.next() {
                 self.split.push(chunk);
@@ -123,12 +153,14 @@ impl Lines {
     }
 }
 
-/// Cuts chunks of a body into lines. A line that lies within one chunk is
-/// a slice of it (no copy), so the chunk's memory lives until its last
-/// line is decoded and dropped; only a line that spans chunks is copied
-/// together.
+/// Cuts chunks of a body into lines (or frames). A line that lies within
+/// one chunk is a slice of it (no copy), so the chunk's memory lives until
+/// its last line is decoded and dropped; only a line that spans chunks is
+/// copied together.
 #[derive(Default)]
 struct Splitter {
+    /// Length-prefixed protobuf frames instead of lines.
+    framed: bool,
     /// The start of a line whose end has not arrived.
     partial: BytesMut,
     /// What is left of the last chunk pushed.
@@ -139,6 +171,32 @@ impl Splitter {
     fn push(&mut self, chunk: Bytes) {
         let rest = std::mem::replace(&mut self.chunk, chunk);
         self.partial.extend_from_slice(&rest);
+    }
+
+    /// The next line or frame of what was pushed.
+    fn next_record(&mut self) -> Result<Option<Bytes>, ReflectorError> {
+        if self.framed {
+            self.next_frame()
+        } else {
+            Ok(self.next_line())
+        }
+    }
+
+    /// The next whole frame: a slice of the chunk when it lies within it.
+    fn next_frame(&mut self) -> Result<Option<Bytes>, ReflectorError> {
+        if self.partial.is_empty()
+            && let Some(len) = self.chunk.get(..4)
+        {
+            let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            if len <= crate::protobuf::MAX_FRAME && self.chunk.len() >= 4 + len {
+                let mut frame = self.chunk.split_to(4 + len);
+                frame.advance(4);
+                return Ok(Some(frame));
+            }
+        }
+        let rest = std::mem::take(&mut self.chunk);
+        self.partial.extend_from_slice(&rest);
+        crate::protobuf::next_frame(&mut self.partial)
     }
 
     /// The next non-empty line of what was pushed.
@@ -165,11 +223,12 @@ impl Splitter {
     /// At the body's end: whether all that was left is whitespace (else an
     /// event was cut off). Clears what was left.
     fn finish(&mut self) -> bool {
-        let clean = self
-            .partial
-            .iter()
-            .chain(self.chunk.iter())
-            .all(u8::is_ascii_whitespace);
+        let mut left = self.partial.iter().chain(self.chunk.iter());
+        let clean = if self.framed {
+            left.next().is_none()
+        } else {
+            left.all(u8::is_ascii_whitespace)
+        };
         self.partial.clear();
         self.chunk.clear();
         clean
@@ -283,5 +342,48 @@ mod tests {
             prop_assert_eq!(got, whole);
             prop_assert_eq!(split.finish(), tail.iter().all(u8::is_ascii_whitespace));
         }
+
+        #[test]
+        fn frames_do_not_depend_on_where_chunks_end(
+            frames in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..12),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+            cut_short in any::<bool>(),
+        ) {
+            let mut body = Vec::new();
+            for f in &frames {
+                body.extend_from_slice(&(f.len() as u32).to_be_bytes());
+                body.extend_from_slice(f);
+            }
+            if cut_short && !body.is_empty() {
+                body.pop();
+            }
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(body.len() + 1)).collect();
+            at.push(0);
+            at.push(body.len());
+            at.sort_unstable();
+            let mut split = Splitter { framed: true, ..Splitter::default() };
+            let mut got = Vec::new();
+            for w in at.windows(2) {
+                split.push(Bytes::copy_from_slice(&body[w[0]..w[1]]));
+                while let Some(frame) = split.next_record().unwrap() {
+                    got.push(frame.to_vec());
+                }
+            }
+            let cut = cut_short && !frames.is_empty();
+            let whole = if cut { &frames[..frames.len() - 1] } else { &frames[..] };
+            prop_assert_eq!(&got[..], whole);
+            prop_assert_eq!(split.finish(), !cut);
+        }
+    }
+
+    /// A frame length above the limit is an error, not a wait for 4 GiB.
+    #[tokio::test]
+    async fn an_impossible_frame_length_is_an_error() {
+        let body = http_body_util::Full::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 1, 2]));
+        let mut frames = Lines::frames(body, Duration::from_secs(5));
+        assert!(matches!(
+            frames.next_line().await,
+            Err(ReflectorError::MalformedEvent(_))
+        ));
     }
 }

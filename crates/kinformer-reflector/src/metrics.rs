@@ -20,6 +20,9 @@ pub struct ReflectorMetrics {
     pub watches: u64,
     /// WATCH requests after the first (re-watches).
     pub watch_restarts: u64,
+    /// Watches the server answered in protobuf (see
+    /// [`ReflectorConfig::protobuf_watch`](crate::ReflectorConfig::protobuf_watch)).
+    pub protobuf_watches: u64,
     /// Watch events applied (ADDED, MODIFIED, DELETED).
     pub events: u64,
     /// Bookmarks received.
@@ -42,6 +45,7 @@ pub(crate) struct Counters {
     pub watch_list_syncs: AtomicU64,
     pub watches: AtomicU64,
     pub watch_restarts: AtomicU64,
+    pub protobuf_watches: AtomicU64,
     pub events: AtomicU64,
     pub bookmarks: AtomicU64,
     pub errors: AtomicU64,
@@ -71,6 +75,7 @@ impl MetricsHandle {
             watch_list_syncs: r(&c.watch_list_syncs),
             watches: r(&c.watches),
             watch_restarts: r(&c.watch_restarts),
+            protobuf_watches: r(&c.protobuf_watches),
             events: r(&c.events),
             bookmarks: r(&c.bookmarks),
             errors: r(&c.errors),

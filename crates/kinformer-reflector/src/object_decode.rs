@@ -71,6 +71,8 @@ impl ObjectDecode<DynamicObject> for DynamicObjectDecode {
 pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, ReflectorError>;
 /// Decodes one object's JSON, a LIST item (the flag as for [`EventFn`]).
 pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
+/// Decodes one protobuf watch frame (the flag as for [`EventFn`]).
+pub type FrameFn<K> = fn(bytes::Bytes, bool) -> Result<WatchEvent<K>, ReflectorError>;
 
 /// The decode functions a reflector of `K` uses: [`Decoders::serde`] by
 /// default, [`Decoders::partial_object_meta`] for metadata-only informers,
@@ -89,6 +91,8 @@ pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
 pub struct Decoders<K> {
     event: EventFn<K>,
     object: ObjectFn<K>,
+    /// Protobuf watch frames, for the types that have a protobuf decoder.
+    frame: Option<FrameFn<K>>,
 }
 
 impl<K> Clone for Decoders<K> {
@@ -116,6 +120,7 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
         Self {
             event: decode_event_as::<K, D>,
             object: decode_object_as::<K, D>,
+            frame: None,
         }
     }
 
@@ -134,13 +139,39 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
     }
 }
 
+impl<K> Decoders<K> {
+    /// Whether watch events of `K` can be read in the protobuf encoding.
+    pub fn has_protobuf(&self) -> bool {
+        self.frame.is_some()
+    }
+
+    /// Decodes one protobuf watch frame (an error for a type without a
+    /// protobuf decoder: see [`has_protobuf`](Self::has_protobuf)).
+    pub fn frame(
+        &self,
+        frame: bytes::Bytes,
+        skip_managed_fields: bool,
+    ) -> Result<WatchEvent<K>, ReflectorError> {
+        match self.frame {
+            Some(f) => f(frame, skip_managed_fields),
+            None => Err(ReflectorError::DecodeObject(
+                "a protobuf watch frame for a type without a protobuf decoder".into(),
+            )),
+        }
+    }
+}
+
 impl<K> Decoders<PartialObjectMeta<K>>
 where
     PartialObjectMeta<K>: Resource + DeserializeOwned,
 {
-    /// Through [`PartialObjectMetaDecode`].
+    /// Through [`PartialObjectMetaDecode`]; protobuf watch frames through
+    /// [`crate::protobuf::decode_watch_frame`].
     pub fn partial_object_meta() -> Self {
-        Self::with::<PartialObjectMetaDecode>()
+        Self {
+            frame: Some(crate::protobuf::decode_watch_frame::<K>),
+            ..Self::with::<PartialObjectMetaDecode>()
+        }
     }
 }
 

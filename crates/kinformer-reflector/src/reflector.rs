@@ -316,9 +316,10 @@ where
         rv: &str,
         token: &CancellationToken,
     ) -> Result<Result<Lines, ReflectorError>, Stop> {
+        let protobuf = self.config.protobuf_watch && self.decoders.has_protobuf();
         let req = match self
             .target
-            .watch_request(rv, self.watch_timeout(), watch_list)
+            .watch_request_as(rv, self.watch_timeout(), watch_list, protobuf)
         {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
@@ -330,7 +331,16 @@ where
         st.watched_once = true;
         tracing::debug!(reflector = %self.name, rv, watch_list, "watch");
         let resp = or_stop(token, send(&self.client, req)).await?;
-        Ok(resp.map(|r| Lines::new(r.into_body(), self.config.idle_timeout)))
+        Ok(resp.map(|r| {
+            let framed = is_protobuf(&r);
+            let (idle, body) = (self.config.idle_timeout, r.into_body());
+            if framed {
+                bump(&self.counters().protobuf_watches);
+                Lines::frames(body, idle)
+            } else {
+                Lines::new(body, idle)
+            }
+        }))
     }
 
     /// Feeds one object to the queue; `Err(Stop)` when the queue is closed.
@@ -571,4 +581,13 @@ where
             pool.top_up_spare_chunks();
         }
     }
+}
+
+/// Whether a response is in Kubernetes' protobuf encoding (its watch
+/// streams are `application/vnd.kubernetes.protobuf;stream=watch`).
+fn is_protobuf<B>(resp: &http::Response<B>) -> bool {
+    resp.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(crate::protobuf::CONTENT_TYPE))
 }

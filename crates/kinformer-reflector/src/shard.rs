@@ -71,6 +71,64 @@ pub(crate) fn shard_of_json(json: &[u8], shards: usize) -> usize {
     h.shard(shards)
 }
 
+/// The shard of the object in a protobuf watch frame (see
+/// [`crate::protobuf`]): that of its `metadata.namespace` and
+/// `metadata.name`, read by following the few length-prefixed fields that
+/// lead to them; shard 0 when they are not there.
+pub(crate) fn shard_of_frame(frame: &[u8], shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let Some((namespace, name)) = frame_key(frame) else {
+        return 0;
+    };
+    let mut h = Fnv::new();
+    if !namespace.is_empty() {
+        h.write(namespace);
+        h.write(b"/");
+    }
+    h.write(name);
+    h.shard(shards)
+}
+
+/// `(namespace, name)` in a watch frame: `WatchEvent.object` (2) →
+/// `RawExtension.raw` (1) → the `k8s\0` envelope's `raw` (2) →
+/// `PartialObjectMetadata.metadata` (1) → `name` (1), `namespace` (3).
+fn frame_key(frame: &[u8]) -> Option<(&[u8], &[u8])> {
+    let object = proto_field(frame, 2)?;
+    let enveloped = proto_field(object, 1)?;
+    let unknown = enveloped.strip_prefix(crate::protobuf::MAGIC.as_slice())?;
+    let meta = proto_field(proto_field(unknown, 2)?, 1)?;
+    Some((
+        proto_field(meta, 3).unwrap_or_default(),
+        proto_field(meta, 1)?,
+    ))
+}
+
+/// The first length-delimited field numbered `number` in a message.
+fn proto_field(mut msg: &[u8], number: u32) -> Option<&[u8]> {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    while !msg.is_empty() {
+        let (tag, wire) = decode_key(&mut msg).ok()?;
+        let len = match wire {
+            WireType::Varint => {
+                decode_varint(&mut msg).ok()?;
+                continue;
+            }
+            WireType::SixtyFourBit => 8,
+            WireType::ThirtyTwoBit => 4,
+            WireType::LengthDelimited => usize::try_from(decode_varint(&mut msg).ok()?).ok()?,
+            WireType::StartGroup | WireType::EndGroup => return None,
+        };
+        let value = msg.get(..len)?;
+        if tag == number && wire == WireType::LengthDelimited {
+            return Some(value);
+        }
+        msg = &msg[len..];
+    }
+    None
+}
+
 /// `(namespace, name)` of the object: the first `"name"` string field
 /// after `"metadata"`, and a `"namespace"` string field shortly after it.
 fn scan_key(json: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
@@ -132,6 +190,25 @@ fn skip_ws(json: &[u8], mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protobuf_frame_and_its_key_have_the_same_shard() {
+        let body: &[u8] = include_bytes!("../tests/fixtures/protobuf/pod-metadata-watchlist.pb");
+        let len = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
+        let frame = &body[4..4 + len];
+        assert_eq!(frame_key(frame), Some((&b"pb"[..], &b"pod-0"[..])));
+        for shards in 1..9 {
+            assert_eq!(
+                shard_of_frame(frame, shards),
+                shard_of_key("pb/pod-0", shards)
+            );
+        }
+        // Cut anywhere, a frame yields shard 0 or its own, never a panic.
+        for cut in 0..frame.len() {
+            let s = shard_of_frame(&frame[..cut], 4);
+            assert!(s == 0 || s == shard_of_key("pb/pod-0", 4));
+        }
+    }
 
     #[test]
     fn a_watch_line_and_its_key_have_the_same_shard() {

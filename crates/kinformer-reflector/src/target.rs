@@ -10,6 +10,8 @@ use crate::error::ReflectorError;
 const JSON: &str = "application/json";
 const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+/// Protobuf first, JSON when the server has no protobuf for the resource.
+const METADATA_PROTOBUF_OR_JSON: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 /// The collection a reflector lists and watches: URL path, selectors, and
 /// whether the server should send metadata only (`PartialObjectMetadata`).
@@ -148,6 +150,19 @@ impl ListWatchTarget {
         timeout: Duration,
         watch_list: bool,
     ) -> Result<http::Request<Body>, ReflectorError> {
+        self.watch_request_as(resource_version, timeout, watch_list, false)
+    }
+
+    /// [`watch_request`](Self::watch_request), asking for the protobuf
+    /// encoding when `protobuf` is set and only metadata is requested
+    /// (JSON stays acceptable: a server without it answers in JSON).
+    pub fn watch_request_as(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+        watch_list: bool,
+        protobuf: bool,
+    ) -> Result<http::Request<Body>, ReflectorError> {
         let mut q = self.query();
         q.append_pair("watch", "true");
         q.append_pair("allowWatchBookmarks", "true");
@@ -159,7 +174,11 @@ impl ListWatchTarget {
             q.append_pair("sendInitialEvents", "true");
             q.append_pair("resourceVersionMatch", "NotOlderThan");
         }
-        let accept = if self.metadata_only { METADATA } else { JSON };
+        let accept = match (self.metadata_only, protobuf) {
+            (true, true) => METADATA_PROTOBUF_OR_JSON,
+            (true, false) => METADATA,
+            (false, _) => JSON,
+        };
         self.build(q.finish(), accept, true)
     }
 }

@@ -74,6 +74,23 @@ pub async fn send(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
+    if body.starts_with(crate::protobuf::MAGIC) {
+        // A protobuf `Status` (the answer to a request that accepted protobuf).
+        return Err(match crate::protobuf::watch::status_error(body) {
+            Ok(ReflectorError::Api {
+                code,
+                reason,
+                message,
+                retry_after: from_details,
+            }) => ReflectorError::Api {
+                code: if code == 0 { status.as_u16() } else { code },
+                reason,
+                message,
+                retry_after: retry_after.or(from_details),
+            },
+            Ok(other) | Err(other) => other,
+        });
+    }
     let st: StatusBody = serde_json::from_slice(&body).unwrap_or_else(|_| StatusBody {
         message: String::from_utf8_lossy(&body).trim().to_string(),
         ..StatusBody::default()

@@ -1,0 +1,125 @@
+//! A metadata-only reflector asked for protobuf watches: it reads the
+//! protobuf WatchList stream kube-apiserver v1.37.2 wrote
+//! (`tests/fixtures/protobuf/`), and still reads a server that answers in
+//! JSON.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use common::{TIMEOUT, client, eventually, fast};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_core::SharedIndexInformer;
+use kinformer_reflector::{CancellationToken, Decoders, ListWatchTarget, Reflector};
+use kube_core::PartialObjectMeta;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+const WATCH_PB: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-watchlist.pb");
+const WATCH_JSON: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-watch.json");
+
+/// What the fake answers a watch with, and the `Accept` headers it saw.
+struct Fake {
+    protobuf: bool,
+    accepts: Mutex<Vec<String>>,
+}
+
+async fn watch(State(fake): State<Arc<Fake>>, req: Request) -> Response {
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    fake.accepts.lock().push(accept);
+    let (body, content_type): (Bytes, &str) = if fake.protobuf {
+        (
+            Bytes::from_static(WATCH_PB),
+            "application/vnd.kubernetes.protobuf;stream=watch",
+        )
+    } else {
+        // The same Pod's event in JSON, then the initial-events-end bookmark.
+        let mut b = WATCH_JSON.trim_ascii_end().to_vec();
+        b.extend_from_slice(b"\n{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"75\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n");
+        (b.into(), "application/json")
+    };
+    // Frames cut into small chunks, so that they span chunk ends; then the
+    // stream stays open.
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
+    tokio::spawn(async move {
+        for piece in body.chunks(100) {
+            if tx.send(Ok(Bytes::copy_from_slice(piece))).await.is_err() {
+                return;
+            }
+        }
+        tx.closed().await;
+    });
+    Response::builder()
+        .header("content-type", content_type)
+        .body(Body::from_stream(ReceiverStream::new(rx)))
+        .unwrap()
+}
+
+async fn sync_pod_0(protobuf_answer: bool) -> (Vec<String>, u64) {
+    let fake = Arc::new(Fake {
+        protobuf: protobuf_answer,
+        accepts: Mutex::new(Vec::new()),
+    });
+    let app = axum::Router::new()
+        .route("/api/v1/pods", axum::routing::get(watch))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
+        .threads(1)
+        .build();
+    informer.start().unwrap();
+    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
+    let reflector = Reflector::new(client(addr), target, Arc::clone(informer.queue()))
+        .decoders(Decoders::partial_object_meta())
+        .config(fast(true).protobuf_watch(true).skip_managed_fields(true));
+    let metrics = reflector.metrics();
+    let token = CancellationToken::new();
+    let task = tokio::spawn(reflector.run(token.clone()));
+    eventually("pod-0 cached at resourceVersion 75", || {
+        informer.has_synced()
+            && informer.indexer().get("pb/pod-0").is_some_and(|p| {
+                p.metadata.resource_version.as_deref() == Some("75")
+                    && p.metadata.annotations.as_ref().unwrap()["kinformer.dev/seq"] == "1"
+                    && p.metadata.managed_fields.is_none()
+            })
+    })
+    .await;
+    token.cancel();
+    tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
+    informer.shutdown();
+    let accepts = fake.accepts.lock().clone();
+    (accepts, metrics.get().protobuf_watches)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_watch_list_stream_syncs_the_cache() {
+    let (accepts, protobuf_watches) = sync_pod_0(true).await;
+    assert_eq!(protobuf_watches, 1);
+    assert!(
+        accepts[0].starts_with("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata"),
+        "{accepts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answering_json_is_read_as_json() {
+    let (accepts, protobuf_watches) = sync_pod_0(false).await;
+    assert_eq!(protobuf_watches, 0);
+    assert!(accepts[0].contains("application/json"), "{accepts:?}");
+}

@@ -123,3 +123,79 @@ async fn a_server_answering_json_is_read_as_json() {
     assert_eq!(protobuf_watches, 0);
     assert!(accepts[0].contains("application/json"), "{accepts:?}");
 }
+
+/// Against kinformer-sim, which answers metadata-only watches in protobuf:
+/// a WatchList sync, then deletes and updates, and the cache ends equal to
+/// the sim's objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_watch_against_the_sim_follows_churn() {
+    let sim = kinformer_sim::Sim::builder()
+        .build()
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let pod = |name: String| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    for i in 0..50 {
+        sim.handle()
+            .create("pods", pod(format!("p-{i:02}")))
+            .unwrap();
+    }
+    let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
+        .threads(1)
+        .build();
+    informer.start().unwrap();
+    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
+    let reflector = Reflector::new(client(sim.addr()), target, Arc::clone(informer.queue()))
+        .decoders(Decoders::partial_object_meta())
+        .config(fast(true).protobuf_watch(true));
+    let metrics = reflector.metrics();
+    let token = CancellationToken::new();
+    let task = tokio::spawn(reflector.run(token.clone()));
+    eventually("synced", || informer.has_synced()).await;
+    for i in 0..10 {
+        let h = sim.handle();
+        h.delete("pods", "default", &format!("p-{i:02}")).unwrap();
+        let labels = serde_json::json!({"metadata": {"labels": {"x": "y"}}});
+        h.patch("pods", "default", &format!("p-{:02}", 49 - i), &labels)
+            .unwrap();
+    }
+    let cache = || {
+        let mut v: Vec<(String, u64)> = informer
+            .indexer()
+            .list()
+            .iter()
+            .map(|p| {
+                let m = &p.metadata;
+                let rv = m
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or("0")
+                    .parse()
+                    .unwrap();
+                (
+                    format!("default/{}", m.name.clone().unwrap_or_default()),
+                    rv,
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    eventually("cache matches the sim", || {
+        cache() == sim.handle().keys_and_versions("pods").unwrap().1
+    })
+    .await;
+    let patched = informer.indexer().get("default/p-49").unwrap();
+    assert_eq!(patched.metadata.labels.as_ref().unwrap()["x"], "y");
+    assert_eq!(sim.handle().stats().lists, 0);
+    let m = metrics.get();
+    assert_eq!((m.watch_list_syncs, m.decode_errors), (1, 0));
+    assert!(m.protobuf_watches >= 1, "{m:?}");
+    token.cancel();
+    tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
+    informer.shutdown();
+}

@@ -66,6 +66,8 @@ pub struct Event {
     pub line: Bytes,
     /// The metadata-only line, built on first use.
     pub meta_line: OnceLock<Bytes>,
+    /// The metadata-only line as a protobuf frame, built on first use.
+    pub meta_frame: OnceLock<Bytes>,
 }
 
 /// The bounded history of one resource's events.

@@ -11,6 +11,7 @@
 //! - [`restamp`], [`json_scan`]: new versions and metadata cut from the stored bytes, unparsed;
 //! - [`encode`]: objects written with their members in the apiserver's order;
 //! - [`routes`], [`params`], [`list`], [`watch`], [`metadata`], [`discovery`]: the API surface;
+//! - [`protobuf`]: metadata-only watches in Kubernetes' protobuf encoding;
 //! - [`selector`]: label and field selectors; [`status`]: `Status` errors;
 //! - [`faults`], [`stats`], [`admin`]: faults, counters and the `/__sim/` admin API;
 //! - [`template`], [`churn`]: realistic objects, fill and churn load.
@@ -38,6 +39,7 @@ pub mod list;
 pub mod metadata;
 pub mod object;
 pub mod params;
+pub mod protobuf;
 pub mod resource;
 pub mod restamp;
 pub mod routes;

@@ -239,6 +239,7 @@ fn check_json_content_type(ct: &str) -> Result<(), ApiError> {
 
 async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Response, ApiError> {
     let repr = Representation::from_headers(req.headers());
+    let protobuf = crate::protobuf::wants_protobuf(req.headers());
     let method = req.method().clone();
     if method == Method::GET {
         let def = shared.store.registry().get(match &target {
@@ -258,7 +259,7 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
             Method::GET => {
                 let p = ListParams::from_query(req.uri().query())?;
                 if p.watch {
-                    watch_collection(shared, res, namespace, p, repr).await
+                    watch_collection(shared, res, namespace, p, repr, protobuf).await
                 } else {
                     list_collection(shared, res, namespace, p, repr).await
                 }
@@ -322,7 +323,7 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                             _ => f,
                         });
                         let ns = (!namespace.is_empty()).then_some(namespace);
-                        return watch_collection(shared, res, ns, p, repr).await;
+                        return watch_collection(shared, res, ns, p, repr, protobuf).await;
                     }
                     let obj = shared
                         .store
@@ -475,6 +476,7 @@ async fn watch_collection(
     namespace: Option<String>,
     p: ListParams,
     repr: Representation,
+    protobuf: bool,
 ) -> Result<Response, ApiError> {
     let (def, selector) = resource_and_selector(&shared, res, &p)?;
     let rv = parse_rv(p.resource_version.as_deref())?;
@@ -495,12 +497,14 @@ async fn watch_collection(
     let timeout = p
         .timeout_seconds
         .map_or(shared.config.default_watch_timeout, Duration::from_secs);
+    let protobuf = protobuf && repr == Representation::Metadata;
     let req = WatchRequest {
         res,
         def,
         namespace,
         selector,
         repr,
+        protobuf,
         start,
         bookmarks: p.allow_bookmarks,
         timeout,
@@ -512,7 +516,11 @@ async fn watch_collection(
     let mut resp = Response::new(Body::from_stream(stream));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(if protobuf {
+            crate::protobuf::WATCH_CONTENT_TYPE
+        } else {
+            "application/json"
+        }),
     );
     resp.headers_mut().insert(
         header::CACHE_CONTROL,

@@ -745,6 +745,7 @@ impl Store {
             prev,
             line,
             meta_line: OnceLock::new(),
+            meta_frame: OnceLock::new(),
         });
         let Some(st) = inner.res.get_mut(res) else {
             return Err(ApiError::unknown_resource());

@@ -46,6 +46,8 @@ pub struct WatchRequest {
     pub selector: Selector,
     /// Full objects or metadata only.
     pub repr: Representation,
+    /// Metadata-only events as protobuf frames (see [`crate::protobuf`]).
+    pub protobuf: bool,
     /// Starting point.
     pub start: Start,
     /// Send periodic bookmarks.
@@ -130,7 +132,16 @@ impl Watcher {
     }
 
     async fn send_error(&self, err: ApiError) -> Result<(), Closed> {
-        self.send(err.to_watch_line()).await
+        self.send(self.wire(err.to_watch_line())).await
+    }
+
+    /// A JSON watch line as this watch sends it: as is, or as a protobuf frame.
+    fn wire(&self, line: Bytes) -> Bytes {
+        if self.req.protobuf {
+            crate::protobuf::frame_of_line(&line)
+        } else {
+            line
+        }
     }
 
     fn in_scope(&self, obj: &StoredObject) -> bool {
@@ -172,7 +183,7 @@ impl Watcher {
         if let (Start::Initial { end_bookmark }, Some(initial)) = (self.req.start, sub.initial) {
             self.send_initial(&initial).await?;
             if end_bookmark {
-                self.send(bookmark_line(&self.req.def, self.req.repr, sub.rv, true))
+                self.send(self.wire(bookmark_line(&self.req.def, self.req.repr, sub.rv, true)))
                     .await?;
                 shared
                     .counters
@@ -251,7 +262,7 @@ impl Watcher {
                         let rv = rv.max(self.last_rv);
                         if rv >= last_bookmark {
                             last_bookmark = rv;
-                            self.send(bookmark_line(&self.req.def, self.req.repr, rv, false)).await?;
+                            self.send(self.wire(bookmark_line(&self.req.def, self.req.repr, rv, false))).await?;
                             shared.counters.bookmarks_sent.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -322,6 +333,19 @@ impl Watcher {
     /// is cleared): as one chunk when [`WatchChunks::Batched`], else cut as kube-apiserver
     /// cuts them (slices of `buf`, not copies, for the lines of [`GO_CHUNK`] bytes or more).
     async fn send_lines(&self, buf: Bytes, ends: &mut Vec<usize>) -> Result<(), Closed> {
+        if self.req.protobuf {
+            let mut start = 0;
+            let frames = ends
+                .iter()
+                .map(|&end| {
+                    let frame = crate::protobuf::frame_of_line(&buf[start..end]);
+                    start = end;
+                    frame
+                })
+                .collect();
+            ends.clear();
+            return self.send_chunks(go_chunks(frames)).await;
+        }
         let chunks = match self.shared.config.watch_chunks {
             WatchChunks::Batched => vec![buf],
             WatchChunks::Apiserver => {
@@ -402,9 +426,11 @@ impl Watcher {
         self.last_rv = ev.rv;
         let cur = self.in_scope(&ev.obj);
         let line = match (ev.ty, ev.prev.as_ref().map(|p| self.in_scope(p))) {
-            (EventType::Modified, Some(false)) if cur => {
-                metadata::typed_line(EventType::Added, &ev.obj.bytes, self.req.repr)
-            }
+            (EventType::Modified, Some(false)) if cur => self.wire(metadata::typed_line(
+                EventType::Added,
+                &ev.obj.bytes,
+                self.req.repr,
+            )),
             (EventType::Modified, Some(true)) if !cur => {
                 // Left the selector: DELETED carrying the previous state at this event's RV,
                 // as the watch cache does.
@@ -413,11 +439,16 @@ impl Watcher {
                     .as_ref()
                     .and_then(|p| crate::object::with_resource_version(&p.bytes, ev.rv));
                 let bytes = prev.unwrap_or_else(|| ev.obj.bytes.clone());
-                metadata::typed_line(EventType::Deleted, &bytes, self.req.repr)
+                self.wire(metadata::typed_line(
+                    EventType::Deleted,
+                    &bytes,
+                    self.req.repr,
+                ))
             }
             _ if !cur => return Ok(None),
             _ => match self.req.repr {
                 Representation::Full => ev.line.clone(),
+                Representation::Metadata if self.req.protobuf => crate::protobuf::event_frame(ev),
                 Representation::Metadata => metadata::event_line(ev),
             },
         };
@@ -425,10 +456,12 @@ impl Watcher {
         let cfg = faults.config();
         if roll(cfg.malformed_line_fraction) {
             bump(&faults.counters.malformed_lines);
-            self.send(Bytes::from_static(
-                b"{\"type\":\"MODIFIED\",\"object\":{this is not json}\n",
-            ))
-            .await?;
+            let garbage = if self.req.protobuf {
+                crate::protobuf::malformed_frame()
+            } else {
+                Bytes::from_static(b"{\"type\":\"MODIFIED\",\"object\":{this is not json}\n")
+            };
+            self.send(garbage).await?;
             return Err(Closed);
         }
         if roll(cfg.truncated_line_fraction) {

@@ -181,6 +181,10 @@ pub struct LoadtestArgs {
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
+    /// With `--metadata-only`: watch in Kubernetes' protobuf encoding, as
+    /// client-go's metadata informers do (kinformer only; LISTs stay JSON).
+    #[arg(long)]
+    pub protobuf: bool,
     /// Transform applied before caching.
     #[arg(long, value_enum, default_value = "none")]
     pub transform: TransformArg,
@@ -221,6 +225,9 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
     kinformer_alloc::set_enabled(!args.no_object_arenas);
+    if args.protobuf && (!args.metadata_only || args.implementation != Impl::Kinformer) {
+        bail!("--protobuf needs --metadata-only and --impl kinformer");
+    }
     // `--kubeconfig FILE` alone selects a real cluster as the source.
     let source = if args.kubeconfig.is_some() {
         Source::Kubeconfig

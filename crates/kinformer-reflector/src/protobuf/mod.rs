@@ -8,16 +8,19 @@
 //! - [`object`]: one enveloped object into [`kube_core::PartialObjectMeta`],
 //!   equal to what the JSON encoding of the same object decodes to;
 //! - [`watch`]: watch frames and events;
-//! - [`list`]: LIST pages, their items decoded one by one.
+//! - [`list`]: LIST pages, their items decoded one by one;
+//! - [`encode`]: the other direction, for test servers (the simulator).
 //!
 //! Checked against bytes kube-apiserver v1.37.2 wrote
 //! (`tests/fixtures/protobuf/`).
 
+pub mod encode;
 pub mod list;
 mod messages;
 pub mod object;
 pub mod watch;
 
+pub use encode::{encode_partial_object_meta, encode_status, encode_watch_frame};
 pub use list::{ListPage, decode_list, decode_list_item};
 pub use object::{MAGIC, decode_partial_object_meta};
 pub use watch::{MAX_FRAME, decode_watch_frame, next_frame};
@@ -117,6 +120,42 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn what_is_encoded_decodes_back_to_the_same_object() {
+        let page = decode_list(LIST_PB.into()).unwrap();
+        let item: PartialObjectMeta<Pod> =
+            decode_list_item(page.items[0].clone(), page.item_types.clone(), false).unwrap();
+        assert!(item.metadata.managed_fields.is_some());
+        let bytes = encode_partial_object_meta(item.types.as_ref(), &item.metadata);
+        let frame = encode_watch_frame("MODIFIED", &bytes);
+        let mut buf = BytesMut::from(&frame[..]);
+        let frame = next_frame(&mut buf).unwrap().unwrap();
+        match decode_watch_frame::<Pod>(frame, false).unwrap() {
+            WatchEvent::Modified(back) => {
+                assert_eq!(back.metadata, item.metadata);
+                assert_eq!(back.types, item.types);
+            }
+            other => panic!("{other:?}"),
+        }
+        let status = encode_watch_frame(
+            "ERROR",
+            &encode_status(429, "TooManyRequests", "slow down", 3),
+        );
+        let mut buf = BytesMut::from(&status[..]);
+        match decode_watch_frame::<Pod>(next_frame(&mut buf).unwrap().unwrap(), true).unwrap() {
+            WatchEvent::Error(crate::ReflectorError::Api {
+                code,
+                reason,
+                retry_after,
+                ..
+            }) => {
+                assert_eq!((code, reason.as_str()), (429, "TooManyRequests"));
+                assert_eq!(retry_after, Some(std::time::Duration::from_secs(3)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -91,6 +91,9 @@ pub struct Store {
     cfg: StoreConfig,
     inner: RwLock<Inner>,
     snapshots: Mutex<Vec<Snapshot>>,
+    /// Open protobuf watches: while there are any, each event's protobuf
+    /// frame is built at commit, like its JSON line, not by the watchers.
+    protobuf_watches: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Store {
@@ -108,6 +111,19 @@ struct Prepared {
 }
 
 impl Store {
+    /// A protobuf watch opened (see [`crate::protobuf`]); paired with
+    /// [`protobuf_watch_ended`](Self::protobuf_watch_ended).
+    pub fn protobuf_watch_started(&self) {
+        self.protobuf_watches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A protobuf watch ended.
+    pub fn protobuf_watch_ended(&self) {
+        self.protobuf_watches
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// An empty store serving `registry`.
     pub fn new(registry: Registry, cfg: StoreConfig) -> Self {
         let res = registry
@@ -128,6 +144,7 @@ impl Store {
                 scratch: Vec::new(),
             }),
             snapshots: Mutex::new(Vec::new()),
+            protobuf_watches: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -747,6 +764,9 @@ impl Store {
             meta_line: OnceLock::new(),
             meta_frame: OnceLock::new(),
         });
+        if self.protobuf_watches.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            crate::protobuf::event_frame(&ev);
+        }
         let Some(st) = inner.res.get_mut(res) else {
             return Err(ApiError::unknown_resource());
         };

@@ -92,6 +92,10 @@ pub fn spawn(shared: SharedRef, req: WatchRequest) -> mpsc::Receiver<Vec<Bytes>>
             .watches_started
             .fetch_add(1, Ordering::Relaxed);
         shared.counters.watches_open.fetch_add(1, Ordering::Relaxed);
+        let protobuf = req.protobuf;
+        if protobuf {
+            shared.store.protobuf_watch_started();
+        }
         let mut w = Watcher {
             shared: shared.clone(),
             req,
@@ -100,6 +104,9 @@ pub fn spawn(shared: SharedRef, req: WatchRequest) -> mpsc::Receiver<Vec<Bytes>>
         };
         if let Err(Closed) = w.run().await {
             tracing::trace!("watch client went away");
+        }
+        if protobuf {
+            shared.store.protobuf_watch_ended();
         }
         shared.counters.watches_open.fetch_sub(1, Ordering::Relaxed);
     });

@@ -50,5 +50,6 @@ pub fn decode_list_item<K>(
     types: Option<TypeMeta>,
     skip_managed_fields: bool,
 ) -> Result<PartialObjectMeta<K>, ReflectorError> {
-    decode_bare(item, types, skip_managed_fields)
+    let len = item.len();
+    kinformer_alloc::with_object_arena(len, || decode_bare(item, types, skip_managed_fields))
 }

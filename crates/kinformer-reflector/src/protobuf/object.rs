@@ -49,6 +49,21 @@ pub fn decode_partial_object_meta<K>(
     enveloped: Bytes,
     skip_managed_fields: bool,
 ) -> Result<PartialObjectMeta<K>, ReflectorError> {
+    // The object's parts are bumped into its arena chunks (when the process
+    // uses `kinformer_alloc::ObjectArenas`), as the JSON decoders do.
+    let len = enveloped.len();
+    kinformer_alloc::with_object_arena(len, || {
+        decode_outside_arena(enveloped, skip_managed_fields)
+    })
+}
+
+/// [`decode_partial_object_meta`] outside any arena scope: for what is not
+/// kept (a bookmark's resourceVersion), so that it does not teach the
+/// arenas' size estimate.
+pub(crate) fn decode_outside_arena<K>(
+    enveloped: Bytes,
+    skip_managed_fields: bool,
+) -> Result<PartialObjectMeta<K>, ReflectorError> {
     let (types, raw) = open_envelope(enveloped)?;
     decode_bare(raw, types.map(type_meta), skip_managed_fields)
 }

@@ -7,7 +7,7 @@ use kube_core::PartialObjectMeta;
 use prost::Message;
 
 use super::messages;
-use super::object::{decode_partial_object_meta, open_envelope};
+use super::object::{decode_outside_arena, decode_partial_object_meta, open_envelope};
 use crate::error::ReflectorError;
 use crate::event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
 use crate::transport::{StatusBody, StatusDetails};
@@ -86,7 +86,7 @@ pub fn decode_watch_frame<K>(
             WatchEvent::Deleted(decode_partial_object_meta(object()?, skip_managed_fields)?)
         }
         "BOOKMARK" => {
-            let m = decode_partial_object_meta::<K>(object()?, true)?.metadata;
+            let m = decode_outside_arena::<K>(object()?, true)?.metadata;
             WatchEvent::Bookmark {
                 resource_version: m.resource_version.unwrap_or_default(),
                 initial_events_end: m

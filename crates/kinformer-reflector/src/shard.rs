@@ -59,12 +59,16 @@ pub(crate) fn shard_of_json(json: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
-    let Some((namespace, name)) = scan_key(json) else {
-        return 0;
-    };
+    scan_key(json).map_or(0, |(namespace, name)| {
+        shard_of_parts(namespace.unwrap_or_default(), name, shards)
+    })
+}
+
+/// The shard of the key `namespace/name` (`name` when `namespace` is empty).
+fn shard_of_parts(namespace: &[u8], name: &[u8], shards: usize) -> usize {
     let mut h = Fnv::new();
-    if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
-        h.write(ns);
+    if !namespace.is_empty() {
+        h.write(namespace);
         h.write(b"/");
     }
     h.write(name);
@@ -79,16 +83,9 @@ pub(crate) fn shard_of_frame(frame: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
-    let Some((namespace, name)) = frame_key(frame) else {
-        return 0;
-    };
-    let mut h = Fnv::new();
-    if !namespace.is_empty() {
-        h.write(namespace);
-        h.write(b"/");
-    }
-    h.write(name);
-    h.shard(shards)
+    frame_key(frame).map_or(0, |(namespace, name)| {
+        shard_of_parts(namespace, name, shards)
+    })
 }
 
 /// `(namespace, name)` in a watch frame: `WatchEvent.object` (2) →

@@ -764,7 +764,11 @@ impl Store {
             meta_line: OnceLock::new(),
             meta_frame: OnceLock::new(),
         });
-        if self.protobuf_watches.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        if self
+            .protobuf_watches
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+        {
             crate::protobuf::event_frame(&ev);
         }
         let Some(st) = inner.res.get_mut(res) else {

@@ -52,9 +52,7 @@ pub fn decode_partial_object_meta<K>(
     // The object's parts are bumped into its arena chunks (when the process
     // uses `kinformer_alloc::ObjectArenas`), as the JSON decoders do.
     let len = enveloped.len();
-    kinformer_alloc::with_object_arena(len, || {
-        decode_outside_arena(enveloped, skip_managed_fields)
-    })
+    kinformer_alloc::with_object_arena(len, || decode_outside_arena(enveloped, skip_managed_fields))
 }
 
 /// [`decode_partial_object_meta`] outside any arena scope: for what is not

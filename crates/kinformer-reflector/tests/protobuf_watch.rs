@@ -199,3 +199,89 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
     tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
     informer.shutdown();
 }
+
+const LIST_JSON: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-list.json");
+
+/// Watches seen; the first is answered 410 with a protobuf `Status`.
+async fn expired_then_stream(State(watches): State<Arc<Mutex<u32>>>, req: Request) -> Response {
+    use tokio_stream::StreamExt;
+    let is_watch = req.uri().query().unwrap_or_default().contains("watch=true");
+    if !is_watch {
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(LIST_JSON))
+            .unwrap();
+    }
+    let first = {
+        let mut n = watches.lock();
+        *n += 1;
+        *n == 1
+    };
+    if first {
+        let status = kinformer_reflector::protobuf::encode_status(410, "Expired", "too old", 0);
+        return Response::builder()
+            .status(410)
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(Body::from(status))
+            .unwrap();
+    }
+    Response::builder()
+        .header(
+            "content-type",
+            "application/vnd.kubernetes.protobuf;stream=watch",
+        )
+        .body(Body::from_stream(
+            tokio_stream::iter([Ok::<_, Infallible>(Bytes::from_static(WATCH_PB))])
+                .chain(tokio_stream::pending()),
+        ))
+        .unwrap()
+}
+
+/// An error answered in protobuf is read as the `Status` it is: a 410 on
+/// the WatchList request is `Expired`, and the reflector lists instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_status_answer_is_read_as_the_error_it_is() {
+    let watches = Arc::new(Mutex::new(0u32));
+    let app = axum::Router::new()
+        .route("/api/v1/pods", axum::routing::get(expired_then_stream))
+        .with_state(watches.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
+        .threads(1)
+        .build();
+    informer.start().unwrap();
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let errs = errors.clone();
+    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
+    let reflector = Reflector::new(client(addr), target, Arc::clone(informer.queue()))
+        .decoders(Decoders::partial_object_meta())
+        .config(fast(true).protobuf_watch(true))
+        .on_watch_error(move |e: &kinformer_reflector::ReflectorError| {
+            errs.lock().push((e.code(), e.is_expired(), e.to_string()))
+        });
+    let token = CancellationToken::new();
+    let task = tokio::spawn(reflector.run(token.clone()));
+    eventually("pod-0 at resourceVersion 75", || {
+        informer
+            .indexer()
+            .get("pb/pod-0")
+            .is_some_and(|p| p.metadata.resource_version.as_deref() == Some("75"))
+    })
+    .await;
+    let first = errors.lock().first().cloned().unwrap();
+    // Reason and message come from the protobuf `Status`, not the HTTP line.
+    assert_eq!(
+        first,
+        (
+            Some(410),
+            true,
+            "API error 410 Expired: too old".to_string()
+        )
+    );
+    assert!(*watches.lock() >= 2);
+    token.cancel();
+    tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
+    informer.shutdown();
+}

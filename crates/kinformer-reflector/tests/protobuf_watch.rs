@@ -68,18 +68,23 @@ async fn watch(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         .unwrap()
 }
 
-async fn sync_pod_0(protobuf_answer: bool) -> (Vec<String>, u64) {
-    let fake = Arc::new(Fake {
-        protobuf: protobuf_answer,
-        accepts: Mutex::new(Vec::new()),
-    });
-    let app = axum::Router::new()
-        .route("/api/v1/pods", axum::routing::get(watch))
-        .with_state(fake.clone());
+/// Serves `app` on 127.0.0.1:0.
+async fn serve(app: axum::Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
 
+/// A started metadata-only informer and a reflector for it against `addr`,
+/// asking for protobuf watches.
+fn metadata_informer(
+    addr: std::net::SocketAddr,
+    config: kinformer_reflector::ReflectorConfig,
+) -> (
+    SharedIndexInformer<PartialObjectMeta<Pod>>,
+    Reflector<PartialObjectMeta<Pod>>,
+) {
     let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
         .threads(1)
         .build();
@@ -87,7 +92,22 @@ async fn sync_pod_0(protobuf_answer: bool) -> (Vec<String>, u64) {
     let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
     let reflector = Reflector::new(client(addr), target, Arc::clone(informer.queue()))
         .decoders(Decoders::partial_object_meta())
-        .config(fast(true).protobuf_watch(true).skip_managed_fields(true));
+        .config(config.protobuf_watch(true));
+    (informer, reflector)
+}
+
+async fn sync_pod_0(protobuf_answer: bool) -> (Vec<String>, u64) {
+    let fake = Arc::new(Fake {
+        protobuf: protobuf_answer,
+        accepts: Mutex::new(Vec::new()),
+    });
+    let addr = serve(
+        axum::Router::new()
+            .route("/api/v1/pods", axum::routing::get(watch))
+            .with_state(fake.clone()),
+    )
+    .await;
+    let (informer, reflector) = metadata_informer(addr, fast(true).skip_managed_fields(true));
     let metrics = reflector.metrics();
     let token = CancellationToken::new();
     let task = tokio::spawn(reflector.run(token.clone()));
@@ -144,14 +164,7 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
             .create("pods", pod(format!("p-{i:02}")))
             .unwrap();
     }
-    let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
-        .threads(1)
-        .build();
-    informer.start().unwrap();
-    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
-    let reflector = Reflector::new(client(sim.addr()), target, Arc::clone(informer.queue()))
-        .decoders(Decoders::partial_object_meta())
-        .config(fast(true).protobuf_watch(true));
+    let (informer, reflector) = metadata_informer(sim.addr(), fast(true));
     let metrics = reflector.metrics();
     let token = CancellationToken::new();
     let task = tokio::spawn(reflector.run(token.clone()));
@@ -242,25 +255,18 @@ async fn expired_then_stream(State(watches): State<Arc<Mutex<u32>>>, req: Reques
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protobuf_status_answer_is_read_as_the_error_it_is() {
     let watches = Arc::new(Mutex::new(0u32));
-    let app = axum::Router::new()
-        .route("/api/v1/pods", axum::routing::get(expired_then_stream))
-        .with_state(watches.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let informer = SharedIndexInformer::<PartialObjectMeta<Pod>>::builder()
-        .threads(1)
-        .build();
-    informer.start().unwrap();
+    let addr = serve(
+        axum::Router::new()
+            .route("/api/v1/pods", axum::routing::get(expired_then_stream))
+            .with_state(watches.clone()),
+    )
+    .await;
     let errors = Arc::new(Mutex::new(Vec::new()));
     let errs = errors.clone();
-    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
-    let reflector = Reflector::new(client(addr), target, Arc::clone(informer.queue()))
-        .decoders(Decoders::partial_object_meta())
-        .config(fast(true).protobuf_watch(true))
-        .on_watch_error(move |e: &kinformer_reflector::ReflectorError| {
-            errs.lock().push((e.code(), e.is_expired(), e.to_string()))
-        });
+    let (informer, reflector) = metadata_informer(addr, fast(true));
+    let reflector = reflector.on_watch_error(move |e: &kinformer_reflector::ReflectorError| {
+        errs.lock().push((e.code(), e.is_expired(), e.to_string()))
+    });
     let token = CancellationToken::new();
     let task = tokio::spawn(reflector.run(token.clone()));
     eventually("pod-0 at resourceVersion 75", || {

@@ -305,7 +305,17 @@ impl Watcher {
         if count == 0 {
             return Ok(());
         }
-        let chunks = match self.shared.config.watch_chunks {
+        self.send_chunks(self.cut(batch)).await?;
+        self.shared
+            .counters
+            .events_sent
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A batch's lines as the body chunks [`WatchChunks`] asks for.
+    fn cut(&self, batch: Batch) -> Vec<Bytes> {
+        match self.shared.config.watch_chunks {
             WatchChunks::Apiserver => go_chunks(batch.lines),
             WatchChunks::Batched if batch.lines.len() == 1 => batch.lines,
             WatchChunks::Batched => {
@@ -315,13 +325,7 @@ impl Watcher {
                 }
                 vec![Bytes::from(buf)]
             }
-        };
-        self.send_chunks(chunks).await?;
-        self.shared
-            .counters
-            .events_sent
-            .fetch_add(count, Ordering::Relaxed);
-        Ok(())
+        }
     }
 
     /// Send the events queued during a hold, as chunks of up to [`BATCH`] bytes.
@@ -341,17 +345,15 @@ impl Watcher {
     /// cuts them (slices of `buf`, not copies, for the lines of [`GO_CHUNK`] bytes or more).
     async fn send_lines(&self, buf: Bytes, ends: &mut Vec<usize>) -> Result<(), Closed> {
         if self.req.protobuf {
+            // Each line converted, then cut into chunks as events are.
             let mut start = 0;
-            let frames = ends
-                .iter()
-                .map(|&end| {
-                    let frame = crate::protobuf::frame_of_line(&buf[start..end]);
-                    start = end;
-                    frame
-                })
-                .collect();
+            let mut frames = Batch::default();
+            for &end in ends.iter() {
+                frames.push(crate::protobuf::frame_of_line(&buf[start..end]));
+                start = end;
+            }
             ends.clear();
-            return self.send_chunks(go_chunks(frames)).await;
+            return self.send_chunks(self.cut(frames)).await;
         }
         let chunks = match self.shared.config.watch_chunks {
             WatchChunks::Batched => vec![buf],

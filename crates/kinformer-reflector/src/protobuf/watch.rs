@@ -67,17 +67,16 @@ pub fn decode_watch_frame<K>(
     frame: Bytes,
     skip_managed_fields: bool,
 ) -> Result<WatchEvent<PartialObjectMeta<K>>, ReflectorError> {
-    let event = messages::WatchEvent::decode(frame)
+    let messages::WatchEvent { r#type, object } = messages::WatchEvent::decode(frame)
         .map_err(|e| ReflectorError::MalformedEvent(format!("protobuf watch event: {e}")))?;
+    // Taken once, by the one arm that needs it.
     let object = || {
-        event
-            .object
-            .clone()
+        object
             .map(|o| o.raw)
             .filter(|raw| !raw.is_empty())
-            .ok_or_else(|| ReflectorError::MissingObject(event.r#type.clone()))
+            .ok_or_else(|| ReflectorError::MissingObject(r#type.clone()))
     };
-    Ok(match event.r#type.as_str() {
+    Ok(match r#type.as_str() {
         "ADDED" => WatchEvent::Added(decode_partial_object_meta(object()?, skip_managed_fields)?),
         "MODIFIED" => {
             WatchEvent::Modified(decode_partial_object_meta(object()?, skip_managed_fields)?)

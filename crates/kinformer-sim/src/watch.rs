@@ -504,27 +504,45 @@ impl Batch {
 /// Most events gathered into one batch.
 const MAX_BATCH_EVENTS: usize = 256;
 
-/// Event lines as the body chunks kube-apiserver would write them in (see [`GO_CHUNK`]).
+/// Event lines as the body chunks kube-apiserver would write them in (see [`GO_CHUNK`]). A
+/// chunk that holds one line is that line's shared bytes; only lines that share a chunk are
+/// copied together.
 fn go_chunks(lines: Vec<Bytes>) -> Vec<Bytes> {
     let mut chunks = Vec::with_capacity(lines.len());
-    let mut small: Vec<u8> = Vec::new();
+    // The lines of the chunk being filled, and their length.
+    let mut small: Vec<Bytes> = Vec::new();
+    let mut small_len = 0;
     for line in lines {
         if line.len() >= GO_CHUNK {
-            if !small.is_empty() {
-                chunks.push(Bytes::from(std::mem::take(&mut small)));
-            }
+            flush_small(&mut small, &mut chunks);
+            small_len = 0;
             chunks.push(line);
             continue;
         }
-        if small.len() + line.len() > GO_CHUNK && !small.is_empty() {
-            chunks.push(Bytes::from(std::mem::take(&mut small)));
+        if small_len + line.len() > GO_CHUNK {
+            flush_small(&mut small, &mut chunks);
+            small_len = 0;
         }
-        small.extend_from_slice(&line);
+        small_len += line.len();
+        small.push(line);
     }
-    if !small.is_empty() {
-        chunks.push(Bytes::from(small));
-    }
+    flush_small(&mut small, &mut chunks);
     chunks
+}
+
+/// Push the lines gathered for one chunk as that chunk (cleared after).
+fn flush_small(small: &mut Vec<Bytes>, chunks: &mut Vec<Bytes>) {
+    match small.len() {
+        0 => {}
+        1 => chunks.extend(small.pop()),
+        _ => {
+            let mut chunk = Vec::with_capacity(small.iter().map(Bytes::len).sum());
+            for line in small.drain(..) {
+                chunk.extend_from_slice(&line);
+            }
+            chunks.push(Bytes::from(chunk));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -552,8 +570,9 @@ mod tests {
         let chunks = go_chunks(lines.clone());
         let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
         assert_eq!(sizes, vec![1000, GO_CHUNK + 10, 1500, 1048, GO_CHUNK]);
-        // A large line is sent as the shared bytes, not a copy.
+        // A large line, and a small one alone in its chunk, are sent as the shared bytes.
         assert_eq!(chunks[1].as_ptr(), big.as_ptr());
+        assert_eq!(chunks[2].as_ptr(), lines[3].as_ptr());
         let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
         let expected: Vec<u8> = lines.iter().flat_map(|c| c.iter().copied()).collect();
         assert_eq!(joined, expected);

@@ -337,14 +337,17 @@ async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
             .unwrap();
     }
     let json_factory = factory(&client, &ns).await;
+    // The informer that skips managedFields also syncs by LIST, so that a
+    // protobuf LIST is read in either WatchList mode.
     let protobuf_factory = |skip| {
         SharedInformerFactory::builder(client.clone())
             .namespace(&ns)
             .runtime(tokio::runtime::Handle::current())
             .reflector_config(
                 ReflectorConfig::default()
-                    .protobuf_watch(true)
-                    .skip_managed_fields(skip),
+                    .protobuf(true)
+                    .skip_managed_fields(skip)
+                    .watch_list(!skip),
             )
             .build()
     };
@@ -395,7 +398,8 @@ async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
             without
         );
     }
-    // The server answered the protobuf informers' watches in protobuf.
+    // The server answered the protobuf informers' watches (and the LIST)
+    // in protobuf.
     for f in [&pb, &pb_skipping] {
         let metrics = f.reflector_metrics();
         assert!(
@@ -403,11 +407,18 @@ async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
             "{metrics:?}"
         );
     }
+    let metrics = pb_skipping.reflector_metrics();
+    assert!(
+        metrics
+            .iter()
+            .all(|(_, m)| m.lists >= 1 && m.protobuf_list_pages >= 1),
+        "{metrics:?}"
+    );
     assert!(
         json_factory
             .reflector_metrics()
             .iter()
-            .all(|(_, m)| m.protobuf_watches == 0)
+            .all(|(_, m)| m.protobuf_watches == 0 && m.protobuf_list_pages == 0)
     );
     for f in [json_factory, pb, pb_skipping] {
         f.shutdown().await;

@@ -43,12 +43,12 @@ pub struct ReflectorConfig {
     /// informers that would drop them anyway, this saves most of the
     /// decoding work and allocation of metadata (see [`crate::prune`]).
     pub skip_managed_fields: bool,
-    /// Ask for Kubernetes' protobuf encoding on the watches of
+    /// Ask for Kubernetes' protobuf encoding on the LISTs and watches of
     /// metadata-only informers (`PartialObjectMetadata`), as client-go's
     /// metadata informers do (see [`crate::protobuf`]). A server that
-    /// answers in JSON is read as JSON; other informers always watch in
-    /// JSON; LIST pages stay JSON. Default off.
-    pub protobuf_watch: bool,
+    /// answers in JSON is read as JSON; other informers always list and
+    /// watch in JSON. Default off.
+    pub protobuf: bool,
 }
 
 impl Default for ReflectorConfig {
@@ -63,15 +63,15 @@ impl Default for ReflectorConfig {
             backoff: BackoffConfig::default(),
             max_queued_keys: 16_384,
             skip_managed_fields: false,
-            protobuf_watch: false,
+            protobuf: false,
         }
     }
 }
 
 impl ReflectorConfig {
-    /// Sets [`ReflectorConfig::protobuf_watch`].
-    pub fn protobuf_watch(mut self, on: bool) -> Self {
-        self.protobuf_watch = on;
+    /// Sets [`ReflectorConfig::protobuf`].
+    pub fn protobuf(mut self, on: bool) -> Self {
+        self.protobuf = on;
         self
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kinformer_core::{DeltaFifo, Prepared};
-use kube_core::Resource;
+use kube_core::{Resource, TypeMeta};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
@@ -22,7 +22,7 @@ use crate::error::ReflectorError;
 use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
 use crate::object_decode::Decoders;
-use crate::shard::{shard_of_frame, shard_of_json};
+use crate::shard::{shard_of_frame, shard_of_json, shard_of_protobuf_item};
 
 /// Lines per batch handed to a decode thread.
 const BATCH_LINES: usize = 128;
@@ -151,7 +151,7 @@ where
         &self,
         inputs: Vec<Bytes>,
         shard_of: fn(&[u8], usize) -> usize,
-        f: impl Fn(&DeltaFifo<K>, &Bytes) -> T + Send + Sync + Copy + 'static,
+        f: impl Fn(&DeltaFifo<K>, &Bytes) -> T + Send + Sync + Clone + 'static,
     ) -> Pending<T> {
         let Some(pool) = &self.pool else {
             return Pending::Ready(inputs.iter().map(|b| f(&self.fifo, b)).collect());
@@ -169,7 +169,7 @@ where
             .enumerate()
             .filter(|(_, (positions, _))| !positions.is_empty())
             .map(|(shard, (positions, part))| {
-                let fifo = Arc::clone(&self.fifo);
+                let (fifo, f) = (Arc::clone(&self.fifo), f.clone());
                 let rx = pool.submit_to(shard, move || {
                     part.iter().map(|b| f(&fifo, b)).collect::<Vec<T>>()
                 });
@@ -197,6 +197,21 @@ where
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         self.run(items, shard_of_json, move |fifo, b| {
             decode.object(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
+        })
+    }
+
+    /// Decodes the items of a protobuf LIST page (see
+    /// [`crate::protobuf::ListPage`]), each of the page's item `types`.
+    pub fn protobuf_items(
+        &self,
+        items: Vec<Bytes>,
+        types: Option<TypeMeta>,
+    ) -> Pending<Result<Prepared<K>, ReflectorError>> {
+        let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        self.run(items, shard_of_protobuf_item, move |fifo, b| {
+            decode
+                .list_item(b.clone(), types.clone(), skip)
+                .and_then(|o| Ok(fifo.prepare(o)?))
         })
     }
 }

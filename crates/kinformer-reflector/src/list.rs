@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use kinformer_core::Prepared;
-use kube_core::Resource;
+use kube_core::{Resource, TypeMeta};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ReflectorError;
 use crate::events::Pending;
 use crate::metrics::bump;
-use crate::reflector::{Reflector, State, Stop, or_stop};
+use crate::reflector::{Reflector, State, Stop, is_protobuf, or_stop};
 use crate::transport::{read_body, send};
 
 /// Items per decode batch of a LIST page (the decoder spreads a batch
@@ -39,11 +39,20 @@ struct RawListMeta {
     continue_: Option<String>,
 }
 
-/// One LIST page: its items as raw JSON (slices of the response body).
+/// One LIST page: its items as raw JSON or protobuf (slices of the
+/// response body).
 struct Page {
     items: Vec<Bytes>,
+    format: ItemFormat,
     resource_version: String,
     continue_: Option<String>,
+}
+
+/// How a page's items are encoded.
+enum ItemFormat {
+    Json,
+    /// Protobuf `PartialObjectMetadata` messages, with the page's item types.
+    Protobuf(Option<TypeMeta>),
 }
 
 type Items<K> = Pending<Result<Prepared<K>, ReflectorError>>;
@@ -151,7 +160,10 @@ where
                 {
                     self.queue_items(&mut session, batch, token).await?;
                 }
-                pending.push_back(decoder.items(chunk));
+                pending.push_back(match &page.format {
+                    ItemFormat::Json => decoder.items(chunk),
+                    ItemFormat::Protobuf(types) => decoder.protobuf_items(chunk, types.clone()),
+                });
             }
             match page.continue_ {
                 Some(c) if limit > 0 => {
@@ -203,7 +215,10 @@ where
         cont: Option<&str>,
         token: &CancellationToken,
     ) -> Result<Result<Page, ReflectorError>, Stop> {
-        let req = match self.target.list_request(rv, limit, cont) {
+        let req = match self
+            .target
+            .list_request_as(rv, limit, cont, self.asks_protobuf())
+        {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
@@ -213,12 +228,33 @@ where
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
+        let protobuf = is_protobuf(&resp);
         let body = match or_stop(token, read_body(resp)).await? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
+        if protobuf {
+            bump(&self.counters().protobuf_list_pages);
+            return Ok(protobuf_page(body));
+        }
         Ok(split_page(&body))
     }
+}
+
+/// Opens a protobuf LIST page (its items slices of `body`, no copy).
+fn protobuf_page(body: Bytes) -> Result<Page, ReflectorError> {
+    let page = crate::protobuf::decode_list(body)?;
+    if page.resource_version.is_empty() {
+        return Err(ReflectorError::MalformedList(
+            "list without metadata.resourceVersion".into(),
+        ));
+    }
+    Ok(Page {
+        items: page.items,
+        format: ItemFormat::Protobuf(page.item_types),
+        resource_version: page.resource_version,
+        continue_: page.continue_token,
+    })
 }
 
 /// Parses a LIST response into raw items (slices of `body`, no copy).
@@ -243,6 +279,7 @@ fn split_page(body: &Bytes) -> Result<Page, ReflectorError> {
     };
     Ok(Page {
         items,
+        format: ItemFormat::Json,
         resource_version,
         continue_: list.metadata.continue_.filter(|c| !c.is_empty()),
     })

@@ -21,8 +21,10 @@ pub struct ReflectorMetrics {
     /// WATCH requests after the first (re-watches).
     pub watch_restarts: u64,
     /// Watches the server answered in protobuf (see
-    /// [`ReflectorConfig::protobuf_watch`](crate::ReflectorConfig::protobuf_watch)).
+    /// [`ReflectorConfig::protobuf`](crate::ReflectorConfig::protobuf)).
     pub protobuf_watches: u64,
+    /// LIST pages the server answered in protobuf.
+    pub protobuf_list_pages: u64,
     /// Watch events applied (ADDED, MODIFIED, DELETED).
     pub events: u64,
     /// Bookmarks received.
@@ -46,6 +48,7 @@ pub(crate) struct Counters {
     pub watches: AtomicU64,
     pub watch_restarts: AtomicU64,
     pub protobuf_watches: AtomicU64,
+    pub protobuf_list_pages: AtomicU64,
     pub events: AtomicU64,
     pub bookmarks: AtomicU64,
     pub errors: AtomicU64,
@@ -76,6 +79,7 @@ impl MetricsHandle {
             watches: r(&c.watches),
             watch_restarts: r(&c.watch_restarts),
             protobuf_watches: r(&c.protobuf_watches),
+            protobuf_list_pages: r(&c.protobuf_list_pages),
             events: r(&c.events),
             bookmarks: r(&c.bookmarks),
             errors: r(&c.errors),

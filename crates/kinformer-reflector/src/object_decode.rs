@@ -10,12 +10,12 @@
 //! pipeline stay generic over the object type alone.
 
 use kube::api::DynamicObject;
-use kube_core::{PartialObjectMeta, Resource};
+use kube_core::{PartialObjectMeta, Resource, TypeMeta};
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 
 use crate::dynamic_object::DynamicObjectSeed;
 use crate::error::ReflectorError;
-use crate::event::{WatchEvent, decode_event_as, decode_object_as};
+use crate::event::{WatchEvent, check_name, decode_event_as, decode_object_as};
 use crate::partial_meta::PartialObjectMetaSeed;
 
 /// Decodes one object of type `K` from any deserializer.
@@ -73,6 +73,9 @@ pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, ReflectorError>;
 pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
 /// Decodes one protobuf watch frame (the flag as for [`EventFn`]).
 pub type FrameFn<K> = fn(bytes::Bytes, bool) -> Result<WatchEvent<K>, ReflectorError>;
+/// Decodes one item of a protobuf LIST page, of the page's item types (the
+/// flag as for [`EventFn`]), and checks it has a name.
+pub type ListItemFn<K> = fn(bytes::Bytes, Option<TypeMeta>, bool) -> Result<K, ReflectorError>;
 
 /// The decode functions a reflector of `K` uses: [`Decoders::serde`] by
 /// default, [`Decoders::partial_object_meta`] for metadata-only informers,
@@ -93,6 +96,8 @@ pub struct Decoders<K> {
     object: ObjectFn<K>,
     /// Protobuf watch frames, for the types that have a protobuf decoder.
     frame: Option<FrameFn<K>>,
+    /// Protobuf LIST items, for the same types.
+    list_item: Option<ListItemFn<K>>,
 }
 
 impl<K> Clone for Decoders<K> {
@@ -121,6 +126,7 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
             event: decode_event_as::<K, D>,
             object: decode_object_as::<K, D>,
             frame: None,
+            list_item: None,
         }
     }
 
@@ -140,9 +146,10 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
 }
 
 impl<K> Decoders<K> {
-    /// Whether watch events of `K` can be read in the protobuf encoding.
+    /// Whether watch events and LIST items of `K` can be read in the
+    /// protobuf encoding.
     pub fn has_protobuf(&self) -> bool {
-        self.frame.is_some()
+        self.frame.is_some() && self.list_item.is_some()
     }
 
     /// Decodes one protobuf watch frame (an error for a type without a
@@ -159,6 +166,22 @@ impl<K> Decoders<K> {
             )),
         }
     }
+
+    /// Decodes one item of a protobuf LIST page (an error for a type
+    /// without a protobuf decoder).
+    pub fn list_item(
+        &self,
+        item: bytes::Bytes,
+        types: Option<TypeMeta>,
+        skip_managed_fields: bool,
+    ) -> Result<K, ReflectorError> {
+        match self.list_item {
+            Some(f) => f(item, types, skip_managed_fields),
+            None => Err(ReflectorError::DecodeObject(
+                "a protobuf LIST item for a type without a protobuf decoder".into(),
+            )),
+        }
+    }
 }
 
 impl<K> Decoders<PartialObjectMeta<K>>
@@ -166,13 +189,31 @@ where
     PartialObjectMeta<K>: Resource + DeserializeOwned,
 {
     /// Through [`PartialObjectMetaDecode`]; protobuf watch frames through
-    /// [`crate::protobuf::decode_watch_frame`].
+    /// [`crate::protobuf::decode_watch_frame`], protobuf LIST items through
+    /// [`crate::protobuf::decode_list_item`].
     pub fn partial_object_meta() -> Self {
         Self {
             frame: Some(crate::protobuf::decode_watch_frame::<K>),
+            list_item: Some(protobuf_list_item::<K>),
             ..Self::with::<PartialObjectMetaDecode>()
         }
     }
+}
+
+/// A protobuf LIST item that must have a name, as a JSON one must.
+fn protobuf_list_item<K>(
+    item: bytes::Bytes,
+    types: Option<TypeMeta>,
+    skip_managed_fields: bool,
+) -> Result<PartialObjectMeta<K>, ReflectorError>
+where
+    PartialObjectMeta<K>: Resource,
+{
+    check_name(crate::protobuf::decode_list_item(
+        item,
+        types,
+        skip_managed_fields,
+    )?)
 }
 
 impl Decoders<DynamicObject> {

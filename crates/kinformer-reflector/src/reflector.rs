@@ -153,6 +153,12 @@ where
         self
     }
 
+    /// Whether LISTs and watches ask for the protobuf encoding first (see
+    /// [`ReflectorConfig::protobuf`](crate::ReflectorConfig::protobuf)).
+    pub(crate) fn asks_protobuf(&self) -> bool {
+        self.config.protobuf && self.decoders.has_protobuf()
+    }
+
     pub(crate) fn decoder(&self) -> Decoder<K> {
         Decoder::new(Arc::clone(&self.fifo), self.pool.clone())
             .skip_managed_fields(self.config.skip_managed_fields)
@@ -316,7 +322,7 @@ where
         rv: &str,
         token: &CancellationToken,
     ) -> Result<Result<Lines, ReflectorError>, Stop> {
-        let protobuf = self.config.protobuf_watch && self.decoders.has_protobuf();
+        let protobuf = self.asks_protobuf();
         let req = match self
             .target
             .watch_request_as(rv, self.watch_timeout(), watch_list, protobuf)
@@ -585,7 +591,7 @@ where
 
 /// Whether a response is in Kubernetes' protobuf encoding (its watch
 /// streams are `application/vnd.kubernetes.protobuf;stream=watch`).
-fn is_protobuf<B>(resp: &http::Response<B>) -> bool {
+pub(crate) fn is_protobuf<B>(resp: &http::Response<B>) -> bool {
     resp.headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -88,14 +88,31 @@ pub(crate) fn shard_of_frame(frame: &[u8], shards: usize) -> usize {
     })
 }
 
+/// The shard of an item of a protobuf LIST page (a `PartialObjectMetadata`
+/// without envelope), as [`shard_of_frame`] finds that of the same object in
+/// a watch frame.
+pub(crate) fn shard_of_protobuf_item(item: &[u8], shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    item_key(item).map_or(0, |(namespace, name)| {
+        shard_of_parts(namespace, name, shards)
+    })
+}
+
 /// `(namespace, name)` in a watch frame: `WatchEvent.object` (2) →
-/// `RawExtension.raw` (1) → the `k8s\0` envelope's `raw` (2) →
-/// `PartialObjectMetadata.metadata` (1) → `name` (1), `namespace` (3).
+/// `RawExtension.raw` (1) → the `k8s\0` envelope's `raw` (2), an item.
 fn frame_key(frame: &[u8]) -> Option<(&[u8], &[u8])> {
     let object = proto_field(frame, 2)?;
     let enveloped = proto_field(object, 1)?;
     let unknown = enveloped.strip_prefix(crate::protobuf::MAGIC.as_slice())?;
-    let meta = proto_field(proto_field(unknown, 2)?, 1)?;
+    item_key(proto_field(unknown, 2)?)
+}
+
+/// `(namespace, name)` of a `PartialObjectMetadata` message: `metadata` (1)
+/// → `name` (1), `namespace` (3).
+fn item_key(item: &[u8]) -> Option<(&[u8], &[u8])> {
+    let meta = proto_field(item, 1)?;
     Some((
         proto_field(meta, 3).unwrap_or_default(),
         proto_field(meta, 1)?,
@@ -204,6 +221,20 @@ mod tests {
         for cut in 0..frame.len() {
             let s = shard_of_frame(&frame[..cut], 4);
             assert!(s == 0 || s == shard_of_key("pb/pod-0", 4));
+        }
+    }
+
+    #[test]
+    fn a_protobuf_list_item_and_its_key_have_the_same_shard() {
+        let body: &[u8] = include_bytes!("../tests/fixtures/protobuf/pod-metadata-list.pb");
+        let page = crate::protobuf::decode_list(bytes::Bytes::from_static(body)).unwrap();
+        let item = &page.items[0];
+        assert_eq!(item_key(item), Some((&b"pb"[..], &b"pod-0"[..])));
+        for shards in 1..9 {
+            assert_eq!(
+                shard_of_protobuf_item(item, shards),
+                shard_of_key("pb/pod-0", shards)
+            );
         }
     }
 

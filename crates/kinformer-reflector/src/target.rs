@@ -12,6 +12,8 @@ const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=met
 const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 /// Protobuf first, JSON when the server has no protobuf for the resource.
 const METADATA_PROTOBUF_OR_JSON: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+/// The same for a LIST.
+const METADATA_LIST_PROTOBUF_OR_JSON: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 /// The collection a reflector lists and watches: URL path, selectors, and
 /// whether the server should send metadata only (`PartialObjectMetadata`).
@@ -120,6 +122,19 @@ impl ListWatchTarget {
         limit: u32,
         continue_token: Option<&str>,
     ) -> Result<http::Request<Body>, ReflectorError> {
+        self.list_request_as(resource_version, limit, continue_token, false)
+    }
+
+    /// [`list_request`](Self::list_request), asking for the protobuf
+    /// encoding when `protobuf` is set and only metadata is requested
+    /// (JSON stays acceptable).
+    pub fn list_request_as(
+        &self,
+        resource_version: &str,
+        limit: u32,
+        continue_token: Option<&str>,
+        protobuf: bool,
+    ) -> Result<http::Request<Body>, ReflectorError> {
         let mut q = self.query();
         if limit > 0 {
             q.append_pair("limit", &limit.to_string());
@@ -133,10 +148,10 @@ impl ListWatchTarget {
             }
             None => {}
         }
-        let accept = if self.metadata_only {
-            METADATA_LIST
-        } else {
-            JSON
+        let accept = match (self.metadata_only, protobuf) {
+            (true, true) => METADATA_LIST_PROTOBUF_OR_JSON,
+            (true, false) => METADATA_LIST,
+            (false, _) => JSON,
         };
         self.build(q.finish(), accept, false)
     }

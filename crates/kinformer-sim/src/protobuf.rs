@@ -1,21 +1,22 @@
-//! Metadata-only watches in Kubernetes' protobuf encoding
-//! (`application/vnd.kubernetes.protobuf;stream=watch`), as kube-apiserver
-//! answers a watch whose `Accept` puts
-//! `application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;...` first.
+//! Metadata-only LISTs and watches in Kubernetes' protobuf encoding
+//! (`application/vnd.kubernetes.protobuf`, `...;stream=watch` for watches),
+//! as kube-apiserver answers a request whose `Accept` puts
+//! `application/vnd.kubernetes.protobuf;as=PartialObjectMetadata[List];...`
+//! first.
 //!
 //! The sim writes every watch line in JSON; a protobuf watch sends each line
 //! converted to a frame (an event's frame is built once and shared by every
-//! watcher, like its JSON line). The frames are written with
+//! watcher, like its JSON line), and a protobuf LIST page is built from each
+//! item's stored metadata. Both are written with
 //! `kinformer_reflector::protobuf`'s encoder, whose decoder is checked against
-//! kube-apiserver's own bytes. Only metadata-only watches are served in
-//! protobuf; LISTs and full objects stay JSON (allowed: clients list the
-//! JSON type after it).
+//! kube-apiserver's own bytes. Full objects stay JSON (allowed: clients list
+//! the JSON type after it).
 
 use bytes::Bytes;
 use http::HeaderMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
 use kinformer_reflector::protobuf::{
-    encode_partial_object_meta, encode_status, encode_watch_frame,
+    encode_partial_object_meta, encode_partial_object_meta_list, encode_status, encode_watch_frame,
 };
 use kube_core::TypeMeta;
 use serde::Deserialize;
@@ -24,6 +25,9 @@ use crate::history::Event;
 
 /// The content type of a protobuf watch body.
 pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// The content type of a protobuf LIST body.
+pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// Whether `Accept` asks for the protobuf encoding before JSON.
 pub fn wants_protobuf(headers: &HeaderMap) -> bool {
@@ -93,6 +97,32 @@ pub fn frame_of_line(line: &[u8]) -> Bytes {
         encode_partial_object_meta(Some(&types), &object.metadata.unwrap_or_default())
     };
     Bytes::from(encode_watch_frame(&ty, &enveloped))
+}
+
+/// A metadata-only LIST page in protobuf: an enveloped
+/// `PartialObjectMetadataList` of the page's items' metadata.
+pub fn list_body(page: &crate::list::Page) -> Bytes {
+    let metas: Vec<ObjectMeta> = page.items.iter().map(|o| stored_metadata(o)).collect();
+    let list = ListMeta {
+        resource_version: Some(page.rv.to_string()),
+        continue_: page.continue_token.clone(),
+        remaining_item_count: page.remaining.map(|r| i64::try_from(r).unwrap_or(i64::MAX)),
+        ..ListMeta::default()
+    };
+    Bytes::from(encode_partial_object_meta_list(&list, &metas))
+}
+
+/// A stored object's `metadata` (empty, logged, when it cannot be read: the
+/// sim stores only objects it could read).
+fn stored_metadata(obj: &crate::object::StoredObject) -> ObjectMeta {
+    let json = obj.metadata_at.clone().and_then(|r| obj.bytes.get(r));
+    match json.map(serde_json::from_slice::<ObjectMeta>) {
+        Some(Ok(m)) => m,
+        other => {
+            tracing::warn!(key = %obj.meta.key(), error = ?other.map(|r| r.err()), "stored object without readable metadata");
+            ObjectMeta::default()
+        }
+    }
 }
 
 /// The frame of a committed event's metadata-only line, built once.

@@ -261,7 +261,7 @@ async fn dispatch(shared: SharedRef, target: Target, req: Request) -> Result<Res
                 if p.watch {
                     watch_collection(shared, res, namespace, p, repr, protobuf).await
                 } else {
-                    list_collection(shared, res, namespace, p, repr).await
+                    list_collection(shared, res, namespace, p, repr, protobuf).await
                 }
             }
             Method::POST => {
@@ -438,6 +438,7 @@ async fn list_collection(
     namespace: Option<String>,
     p: ListParams,
     repr: Representation,
+    protobuf: bool,
 ) -> Result<Response, ApiError> {
     let (def, sel) = resource_and_selector(&shared, res, &p)?;
     let (snap, tok) = list::choose_snapshot(&shared.store, res, &p).await?;
@@ -461,6 +462,14 @@ async fn list_collection(
         .counters
         .list_items
         .fetch_add(page.items.len() as u64, Ordering::Relaxed);
+    if protobuf && repr == Representation::Metadata {
+        let mut resp = Response::new(Body::from(crate::protobuf::list_body(&page)));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::protobuf::CONTENT_TYPE),
+        );
+        return Ok(resp);
+    }
     let stream = list::body_stream(&def, page, repr);
     let mut resp = Response::new(Body::from_stream(stream));
     resp.headers_mut().insert(

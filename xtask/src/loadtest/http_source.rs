@@ -590,7 +590,7 @@ where
     b = b.reflector_config(
         kinformer::ReflectorConfig::default()
             .watch_list(!args.no_watch_list)
-            .protobuf_watch(args.protobuf)
+            .protobuf(args.protobuf)
             .skip_managed_fields(args.transform == TransformArg::SkipManagedFields),
     );
     let factory = b.build();

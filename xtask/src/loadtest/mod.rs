@@ -181,8 +181,8 @@ pub struct LoadtestArgs {
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
-    /// With `--metadata-only`: watch in Kubernetes' protobuf encoding, as
-    /// client-go's metadata informers do (kinformer only; LISTs stay JSON).
+    /// With `--metadata-only`: list and watch in Kubernetes' protobuf
+    /// encoding, as client-go's metadata informers do (kinformer only).
     #[arg(long)]
     pub protobuf: bool,
     /// Transform applied before caching.

@@ -52,6 +52,50 @@ pub fn encode_partial_object_meta(
     types: Option<&TypeMeta>,
     metadata: &meta::ObjectMeta,
 ) -> Vec<u8> {
+    envelope(types, partial_object_meta(metadata))
+}
+
+/// A LIST page of metadata-only objects: an enveloped
+/// `PartialObjectMetadataList` (`meta.k8s.io/v1`) with `list`'s
+/// resourceVersion, continue token and remaining item count, and `items`'
+/// metadata.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
+/// use kinformer_reflector::protobuf::{decode_list, decode_list_item, encode_partial_object_meta_list};
+///
+/// let list = ListMeta { resource_version: Some("9".into()), ..ListMeta::default() };
+/// let item = ObjectMeta { name: Some("a".into()), ..ObjectMeta::default() };
+/// let page = decode_list(encode_partial_object_meta_list(&list, [&item]).into()).unwrap();
+/// assert_eq!(page.resource_version, "9");
+/// let back = decode_list_item::<Pod>(page.items[0].clone(), page.item_types, true).unwrap();
+/// assert_eq!(back.metadata, item);
+/// ```
+pub fn encode_partial_object_meta_list<'a>(
+    list: &meta::ListMeta,
+    items: impl IntoIterator<Item = &'a meta::ObjectMeta>,
+) -> Vec<u8> {
+    let page = messages::PartialObjectMetadataList {
+        metadata: Some(messages::ListMeta {
+            resource_version: text(list.resource_version.as_ref()),
+            r#continue: text(list.continue_.as_ref()),
+            remaining_item_count: list.remaining_item_count,
+        }),
+        items: items
+            .into_iter()
+            .map(|m| Bytes::from(partial_object_meta(m)))
+            .collect(),
+    };
+    let types = TypeMeta {
+        api_version: "meta.k8s.io/v1".into(),
+        kind: "PartialObjectMetadataList".into(),
+    };
+    envelope(Some(&types), page.encode_to_vec())
+}
+
+/// `metadata` as a bare `PartialObjectMetadata` message.
+fn partial_object_meta(metadata: &meta::ObjectMeta) -> Vec<u8> {
     let fields = messages::ObjectMeta {
         name: text(metadata.name.as_ref()),
         generate_name: text(metadata.generate_name.as_ref()),
@@ -101,10 +145,10 @@ pub fn encode_partial_object_meta(
     }
     .encode(&mut meta_bytes)
     .unwrap_or_default();
-    let object = messages::PartialObjectMetadataBytes {
+    messages::PartialObjectMetadataBytes {
         metadata: Some(Bytes::from(meta_bytes)),
-    };
-    envelope(types, object.encode_to_vec())
+    }
+    .encode_to_vec()
 }
 
 /// An enveloped `Status` (`v1`, `Status`) with these members.

@@ -20,7 +20,9 @@ mod messages;
 pub mod object;
 pub mod watch;
 
-pub use encode::{encode_partial_object_meta, encode_status, encode_watch_frame};
+pub use encode::{
+    encode_partial_object_meta, encode_partial_object_meta_list, encode_status, encode_watch_frame,
+};
 pub use list::{ListPage, decode_list, decode_list_item};
 pub use object::{MAGIC, decode_partial_object_meta};
 pub use watch::{MAX_FRAME, decode_watch_frame, next_frame};

@@ -1,7 +1,7 @@
-//! A metadata-only reflector asked for protobuf watches: it reads the
-//! protobuf WatchList stream kube-apiserver v1.37.2 wrote
-//! (`tests/fixtures/protobuf/`), and still reads a server that answers in
-//! JSON.
+//! A metadata-only reflector asked for protobuf: it reads the protobuf
+//! WatchList stream and LIST page kube-apiserver v1.37.2 wrote
+//! (`tests/fixtures/protobuf/`), pages of protobuf LISTs and watches from
+//! kinformer-sim, and still reads a server that answers in JSON.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -92,7 +92,7 @@ fn metadata_informer(
     let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
     let reflector = Reflector::new(client(addr), target, Arc::clone(informer.queue()))
         .decoders(Decoders::partial_object_meta())
-        .config(config.protobuf_watch(true));
+        .config(config.protobuf(true));
     (informer, reflector)
 }
 
@@ -149,6 +149,24 @@ async fn a_server_answering_json_is_read_as_json() {
 /// the sim's objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protobuf_watch_against_the_sim_follows_churn() {
+    let m = sync_and_churn_against_the_sim(fast(true)).await;
+    assert_eq!(
+        (m.watch_list_syncs, m.lists, m.protobuf_list_pages),
+        (1, 0, 0)
+    );
+}
+
+/// The same over a LIST (the sim answers it in protobuf, whole at
+/// resourceVersion "0" as kube-apiserver's watch cache does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_list_against_the_sim_follows_churn() {
+    let m = sync_and_churn_against_the_sim(fast(false).page_size(7)).await;
+    assert_eq!((m.watch_list_syncs, m.lists), (0, 1));
+    assert_eq!((m.list_requests, m.protobuf_list_pages), (1, 1), "{m:?}");
+}
+
+/// kinformer-sim with 50 Pods, `default/p-00` to `default/p-49`.
+async fn sim_with_50_pods() -> kinformer_sim::RunningSim {
     let sim = kinformer_sim::Sim::builder()
         .build()
         .serve("127.0.0.1:0".parse().unwrap())
@@ -164,7 +182,55 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
             .create("pods", pod(format!("p-{i:02}")))
             .unwrap();
     }
-    let (informer, reflector) = metadata_informer(sim.addr(), fast(true));
+    sim
+}
+
+/// The sim's protobuf LIST pages follow `limit` and `continue` as its JSON
+/// ones do: 50 Pods in 8 pages of at most 7, every item once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_pages_protobuf_lists() {
+    use http_body_util::BodyExt;
+    use kinformer_reflector::protobuf::{decode_list, decode_list_item};
+    let sim = sim_with_50_pods().await;
+    let client = client(sim.addr());
+    let target = ListWatchTarget::of::<Pod>(&(), None).metadata_only(true);
+    let (mut listed, mut pages, mut remaining) = (Vec::new(), 0, Vec::new());
+    let mut cont: Option<String> = None;
+    loop {
+        let req = target
+            .list_request_as("", 7, cont.as_deref(), true)
+            .unwrap();
+        let body = client.send(req).await.unwrap().into_body();
+        let page = decode_list(body.collect().await.unwrap().to_bytes()).unwrap();
+        pages += 1;
+        remaining.push(page.remaining_item_count);
+        for item in page.items {
+            let m = decode_list_item::<Pod>(item, page.item_types.clone(), true).unwrap();
+            assert_eq!(m.types.as_ref().unwrap().kind, "PartialObjectMetadata");
+            let m = m.metadata;
+            listed.push((
+                format!("default/{}", m.name.unwrap()),
+                m.resource_version.unwrap().parse::<u64>().unwrap(),
+            ));
+        }
+        match page.continue_token {
+            Some(c) => cont = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 8);
+    assert_eq!(remaining[0], Some(43));
+    assert_eq!(listed, sim.handle().keys_and_versions("pods").unwrap().1);
+}
+
+/// 50 Pods in kinformer-sim, a protobuf metadata informer synced over
+/// `config`, then 10 deletes and 10 patches: the cache must end equal to
+/// the sim's objects, every event read from protobuf frames.
+async fn sync_and_churn_against_the_sim(
+    config: kinformer_reflector::ReflectorConfig,
+) -> kinformer_reflector::ReflectorMetrics {
+    let sim = sim_with_50_pods().await;
+    let (informer, reflector) = metadata_informer(sim.addr(), config);
     let metrics = reflector.metrics();
     let token = CancellationToken::new();
     let task = tokio::spawn(reflector.run(token.clone()));
@@ -204,10 +270,69 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
     .await;
     let patched = informer.indexer().get("default/p-49").unwrap();
     assert_eq!(patched.metadata.labels.as_ref().unwrap()["x"], "y");
-    assert_eq!(sim.handle().stats().lists, 0);
     let m = metrics.get();
-    assert_eq!((m.watch_list_syncs, m.decode_errors), (1, 0));
+    assert_eq!(sim.handle().stats().lists, m.list_requests);
+    assert_eq!(m.decode_errors, 0);
     assert!(m.protobuf_watches >= 1, "{m:?}");
+    token.cancel();
+    tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
+    informer.shutdown();
+    m
+}
+
+const LIST_PB: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-list.pb");
+
+/// LISTs answered with kube-apiserver's protobuf page, watches left open
+/// and silent; the `Accept` headers of the LISTs.
+async fn protobuf_list(State(accepts): State<Arc<Mutex<Vec<String>>>>, req: Request) -> Response {
+    if req.uri().query().unwrap_or_default().contains("watch=true") {
+        return Response::builder()
+            .header(
+                "content-type",
+                "application/vnd.kubernetes.protobuf;stream=watch",
+            )
+            .body(Body::from_stream(tokio_stream::pending::<
+                Result<Bytes, Infallible>,
+            >()))
+            .unwrap();
+    }
+    let accept = req.headers().get(http::header::ACCEPT).unwrap();
+    accepts.lock().push(accept.to_str().unwrap().to_string());
+    Response::builder()
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(Body::from(LIST_PB))
+        .unwrap()
+}
+
+/// Without WatchList, the LIST is asked for in protobuf first, and the page
+/// kube-apiserver wrote is cached as its JSON form decodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_list_page_from_kube_apiserver_syncs_the_cache() {
+    let accepts = Arc::new(Mutex::new(Vec::new()));
+    let addr = serve(
+        axum::Router::new()
+            .route("/api/v1/pods", axum::routing::get(protobuf_list))
+            .with_state(accepts.clone()),
+    )
+    .await;
+    let (informer, reflector) = metadata_informer(addr, fast(false));
+    let metrics = reflector.metrics();
+    let token = CancellationToken::new();
+    let task = tokio::spawn(reflector.run(token.clone()));
+    eventually("synced", || informer.has_synced()).await;
+    let json: serde_json::Value = serde_json::from_slice(LIST_JSON).unwrap();
+    let expected: PartialObjectMeta<Pod> =
+        serde_json::from_value(json["items"][0].clone()).unwrap();
+    let cached = informer.indexer().get("pb/pod-0").unwrap();
+    assert_eq!(cached.metadata, expected.metadata);
+    assert!(cached.metadata.managed_fields.is_some());
+    let m = metrics.get();
+    assert_eq!((m.lists, m.protobuf_list_pages), (1, 1));
+    assert!(
+        accepts.lock()[0]
+            .starts_with("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList"),
+        "{accepts:?}"
+    );
     token.cancel();
     tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
     informer.shutdown();

@@ -125,10 +125,12 @@ fn stored_metadata(obj: &crate::object::StoredObject) -> ObjectMeta {
     }
 }
 
-/// The frame of a committed event's metadata-only line, built once.
+/// The frame of a committed event's metadata-only line, built once (the JSON line it is
+/// built from is not kept unless a JSON watcher asked for it: a million held events would
+/// hold both).
 pub fn event_frame(ev: &Event) -> Bytes {
     ev.meta_frame
-        .get_or_init(|| frame_of_line(&crate::metadata::event_line(ev)))
+        .get_or_init(|| frame_of_line(&crate::metadata::uncached_event_line(ev)))
         .clone()
 }
 

@@ -156,8 +156,9 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
     );
 }
 
-/// The same over a LIST (the sim answers it in protobuf, whole at
-/// resourceVersion "0" as kube-apiserver's watch cache does).
+/// The same over a LIST asked for in pages of 7: the sim answers it in
+/// protobuf, and whole (one page) at resourceVersion "0", as
+/// kube-apiserver's watch cache does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protobuf_list_against_the_sim_follows_churn() {
     let m = sync_and_churn_against_the_sim(fast(false).page_size(7)).await;

@@ -16,7 +16,8 @@
 //! - [`region`]: the reserved address range the chunks are cut from.
 //! - [`scope`]: the per-thread decode scope and the size estimates.
 //! - [`global`]: [`ObjectArenas`], the `GlobalAlloc` that ties them together.
-//! - [`prefetch`]: asking for a cold object's chunk before dropping it.
+//! - [`prefetch`]: asking for a cold object's chunk before dropping it (and,
+//!   in [`region`], for the next free chunk before decoding into it).
 //! - [`ahead`]: each class's next pages populated before a cut needs them.
 //! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
 //!   threads seldom wait for the kernel's pages.

@@ -46,7 +46,7 @@ pub fn prefetch_value<T: ?Sized>(value: &T) {
 const LINE: usize = 64;
 
 #[inline]
-fn prefetch_range(start: usize, len: usize) {
+pub(crate) fn prefetch_range(start: usize, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};

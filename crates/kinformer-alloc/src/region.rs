@@ -54,6 +54,12 @@ pub const LARGER: usize = 2;
 /// not fit continues in a second chunk.
 pub const SMALLER: usize = 1;
 
+/// How many bytes of the next free chunk [`Region::take`] asks the CPU for
+/// when it takes a chunk off a free list: all of a metadata-only object's
+/// chunk (~1.5 KiB); of a larger one only the start, from where the
+/// hardware's own prefetcher follows the decode's sequential writes.
+pub const PREFETCH_NEXT: usize = 4096;
+
 /// The reserved range and its per-class free lists.
 pub struct Region {
     /// Start of the range; 0 until reserved.
@@ -152,7 +158,9 @@ impl Region {
     /// [`SMALLER`] ones below that still hold `at_least`, is taken before a
     /// new one is cut, so that memory freed by objects of a kind whose size
     /// estimate drifts (or sits on a class boundary) is reused rather than
-    /// stranded on its class's free list.
+    /// stranded on its class's free list. Taking a chunk off a free list
+    /// asks the CPU for the start of the next one there
+    /// ([`PREFETCH_NEXT`] bytes), the chunk the next take of that class gets.
     pub fn take(&self, class: usize, at_least: usize) -> Option<(usize, usize)> {
         let base = self.base()?;
         let (chunk, class) = (class..=class + LARGER)
@@ -270,8 +278,18 @@ impl Region {
             return None;
         }
         // SAFETY: chunks on the list are free and hold a written header.
-        *head = unsafe { (*(chunk as *const Header)).next };
+        let next = unsafe { (*(chunk as *const Header)).next };
+        *head = next;
         span.free_len.fetch_sub(1, Ordering::Relaxed);
+        drop(head);
+        if next != 0 {
+            // The next object of this class is decoded into `next`: a chunk
+            // freed long ago, cold, whose every line would otherwise be a
+            // miss on the decode thread's first write. Asked for now, the
+            // lines arrive while this chunk's object is decoded.
+            let len = chunk_size(class).min(PREFETCH_NEXT);
+            crate::prefetch::prefetch_range(next, len);
+        }
         Some(chunk)
     }
 

@@ -13,6 +13,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::Decoders;
 use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
+use kinformer_sim::history::EventType;
+use kinformer_sim::object::{ObjMeta, StoredObject, metadata_range};
 use kube_core::PartialObjectMeta;
 
 #[global_allocator]
@@ -57,5 +59,45 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode);
+/// What the simulator pays per object to answer a protobuf watch or LIST
+/// from its JSON (docs/benchmarks.md, session 33).
+fn sim_encode(c: &mut Criterion) {
+    let line = JSON_LINE.trim_ascii_end();
+    let mut group = c.benchmark_group("sim_protobuf");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let value: serde_json::Value = serde_json::from_slice(line).expect("the fixture's line");
+    let bytes = bytes::Bytes::from(serde_json::to_vec(&value["object"]).expect("its object"));
+    let stored = |bytes: &bytes::Bytes| {
+        StoredObject::located(
+            bytes.clone(),
+            ObjMeta::from_value(&value["object"]),
+            metadata_range(bytes),
+        )
+    };
+    // Through k8s-openapi's `ObjectMeta` (session 31's path for every event).
+    group.bench_function("frame_of_line", |b| {
+        b.iter(|| kinformer_sim::protobuf::frame_of_line(line))
+    });
+    // The JSON `metadata` transcoded (session 33): an object's first frame.
+    group.bench_function("frame_of_stored_first", |b| {
+        b.iter_batched(
+            || stored(&bytes),
+            |o| kinformer_sim::protobuf::frame_of_stored(EventType::Added, &o),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    // Its later frames, from the message it keeps.
+    let kept = stored(&bytes);
+    kinformer_sim::protobuf::frame_of_stored(EventType::Added, &kept);
+    group.bench_function("frame_of_stored_again", |b| {
+        b.iter(|| kinformer_sim::protobuf::frame_of_stored(EventType::Added, &kept))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, sim_encode);
 criterion_main!(benches);

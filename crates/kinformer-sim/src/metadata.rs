@@ -210,15 +210,11 @@ pub fn partial(obj: &[u8]) -> Bytes {
 
 /// The metadata-only watch line of an event, built once and cached on the event.
 pub fn event_line(ev: &Event) -> Bytes {
-    ev.meta_line.get_or_init(|| uncached_event_line(ev)).clone()
+    ev.meta_line.get_or_init(|| build_event_line(ev)).clone()
 }
 
-/// The metadata-only watch line of an event: the cached one if there is one, else built and
-/// not kept (for what is derived from it and cached instead, such as its protobuf frame).
-pub fn uncached_event_line(ev: &Event) -> Bytes {
-    if let Some(line) = ev.meta_line.get() {
-        return line.clone();
-    }
+/// The metadata-only watch line of an event, built.
+fn build_event_line(ev: &Event) -> Bytes {
     let mut out = Vec::with_capacity(ev.obj.bytes.len() / 2 + 64);
     out.extend_from_slice(ev.ty.line_prefix());
     write_partial_stored(&ev.obj, &mut out);

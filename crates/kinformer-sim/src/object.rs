@@ -1,7 +1,7 @@
 //! Stored objects: pre-encoded JSON bytes plus the few parsed fields selectors and keys need.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -120,6 +120,9 @@ pub struct StoredObject {
     /// Where the `metadata` member's value lies in `bytes`, found once when the object is stored
     /// (metadata-only responses cut it out per request).
     pub metadata_at: Option<std::ops::Range<usize>>,
+    /// The `metadata` as a bare protobuf `PartialObjectMetadata` message, transcoded once when
+    /// first asked for (see [`crate::protobuf::stored_message`]).
+    pub(crate) protobuf_message: OnceLock<Bytes>,
 }
 
 /// Where the top-level `metadata` member's value lies in an encoded object.
@@ -164,6 +167,7 @@ impl StoredObject {
             bytes,
             meta,
             metadata_at,
+            protobuf_message: OnceLock::new(),
         }
     }
 

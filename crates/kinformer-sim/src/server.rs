@@ -64,6 +64,14 @@ impl SimBuilder {
         self
     }
 
+    /// Transcode each committed object's metadata to protobuf at commit
+    /// (default off: when first asked for); see
+    /// [`crate::store::StoreConfig::protobuf_on_commit`].
+    pub fn protobuf_on_commit(mut self, on: bool) -> Self {
+        self.config.store.protobuf_on_commit = on;
+        self
+    }
+
     /// Interval of periodic watch bookmarks (default 60 s).
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.config.serve.bookmark_interval = every;

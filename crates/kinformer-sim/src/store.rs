@@ -35,6 +35,12 @@ pub struct StoreConfig {
     pub stamp_commit_time: bool,
     /// List snapshots kept for `continue` tokens.
     pub max_snapshots: usize,
+    /// Transcode every committed object's metadata to protobuf at commit
+    /// (see [`crate::protobuf::stored_message`]), so that a protobuf LIST or
+    /// WatchList stream costs the sim what a JSON one does (a copy of bytes
+    /// it holds) instead of a transcoding per object. Otherwise an object is
+    /// transcoded when first asked for in protobuf.
+    pub protobuf_on_commit: bool,
 }
 
 impl Default for StoreConfig {
@@ -44,6 +50,7 @@ impl Default for StoreConfig {
             broadcast_capacity: 65_536,
             stamp_commit_time: true,
             max_snapshots: 32,
+            protobuf_on_commit: false,
         }
     }
 }
@@ -769,7 +776,10 @@ impl Store {
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0
         {
+            // Also the object's message (the frame's tail).
             crate::protobuf::event_frame(&ev);
+        } else if self.cfg.protobuf_on_commit && ty != EventType::Deleted {
+            crate::protobuf::stored_message(&ev.obj);
         }
         let Some(st) = inner.res.get_mut(res) else {
             return Err(ApiError::unknown_resource());

@@ -344,17 +344,6 @@ impl Watcher {
     /// is cleared): as one chunk when [`WatchChunks::Batched`], else cut as kube-apiserver
     /// cuts them (slices of `buf`, not copies, for the lines of [`GO_CHUNK`] bytes or more).
     async fn send_lines(&self, buf: Bytes, ends: &mut Vec<usize>) -> Result<(), Closed> {
-        if self.req.protobuf {
-            // Each line converted, then cut into chunks as events are.
-            let mut start = 0;
-            let mut frames = Batch::default();
-            for &end in ends.iter() {
-                frames.push(crate::protobuf::frame_of_line(&buf[start..end]));
-                start = end;
-            }
-            ends.clear();
-            return self.send_chunks(self.cut(frames)).await;
-        }
         let chunks = match self.shared.config.watch_chunks {
             WatchChunks::Batched => vec![buf],
             WatchChunks::Apiserver => {
@@ -394,6 +383,9 @@ impl Watcher {
             .filter(|(_, o)| self.in_scope(o))
             .map(|(_, o)| o.clone())
             .collect();
+        if self.req.protobuf {
+            return self.send_initial_frames(items).await;
+        }
         for obj in items {
             buf.extend_from_slice(EventType::Added.line_prefix());
             match self.req.repr {
@@ -410,6 +402,28 @@ impl Watcher {
         }
         if !buf.is_empty() {
             self.send_lines(Bytes::from(buf), &mut ends).await?;
+        }
+        self.shared
+            .counters
+            .events_sent
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The initial events of a protobuf WatchList stream: each object's
+    /// frame, cut into chunks as events are, [`BATCH`] bytes at a time.
+    async fn send_initial_frames(&self, items: Vec<Arc<StoredObject>>) -> Result<(), Closed> {
+        let count = items.len() as u64;
+        let mut frames = Batch::default();
+        for obj in items {
+            frames.push(crate::protobuf::frame_of_stored(EventType::Added, &obj));
+            if frames.len >= BATCH {
+                self.send_chunks(self.cut(std::mem::take(&mut frames)))
+                    .await?;
+            }
+        }
+        if !frames.lines.is_empty() {
+            self.send_chunks(self.cut(frames)).await?;
         }
         self.shared
             .counters

@@ -53,7 +53,13 @@ impl SimProcess {
             Some(bin) => PathBuf::from(bin),
             None => build()?,
         };
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        if args.protobuf {
+            // A protobuf sync then costs the simulator a copy per object, as
+            // a JSON one does (kube-apiserver encodes protobuf cheaply).
+            command.arg("--protobuf-on-commit");
+        }
+        let mut child = command
             .args(["--listen", "127.0.0.1:0", "--kind", "pods"])
             .args(["--objects", &args.objects.to_string()])
             .args(["--namespaces", &super::pods::NAMESPACES.to_string()])

@@ -11,7 +11,7 @@ use prost::Message;
 use super::messages;
 use super::object::MAGIC;
 
-fn time(t: Option<&meta::Time>) -> Option<messages::Time> {
+pub(super) fn time(t: Option<&meta::Time>) -> Option<messages::Time> {
     t.map(|t| messages::Time {
         seconds: t.0.as_second(),
         nanos: t.0.subsec_nanosecond(),
@@ -22,13 +22,13 @@ fn text(s: Option<&String>) -> String {
     s.cloned().unwrap_or_default()
 }
 
-fn envelope(types: Option<&TypeMeta>, raw: Vec<u8>) -> Vec<u8> {
+pub(super) fn envelope(types: Option<&TypeMeta>, raw: impl Into<Bytes>) -> Vec<u8> {
     let unknown = messages::Unknown {
         type_meta: types.map(|t| messages::TypeMeta {
             api_version: t.api_version.clone(),
             kind: t.kind.clone(),
         }),
-        raw: Bytes::from(raw),
+        raw: raw.into(),
     };
     let mut out = MAGIC.to_vec();
     unknown.encode(&mut out).unwrap_or_default();
@@ -76,16 +76,23 @@ pub fn encode_partial_object_meta_list<'a>(
     list: &meta::ListMeta,
     items: impl IntoIterator<Item = &'a meta::ObjectMeta>,
 ) -> Vec<u8> {
+    let items = items
+        .into_iter()
+        .map(|m| Bytes::from(partial_object_meta(m)))
+        .collect();
+    list_envelope(list, items)
+}
+
+/// An enveloped `PartialObjectMetadataList` of `list`'s members and the
+/// bare `PartialObjectMetadata` messages `items`.
+pub(super) fn list_envelope(list: &meta::ListMeta, items: Vec<Bytes>) -> Vec<u8> {
     let page = messages::PartialObjectMetadataList {
         metadata: Some(messages::ListMeta {
             resource_version: text(list.resource_version.as_ref()),
             r#continue: text(list.continue_.as_ref()),
             remaining_item_count: list.remaining_item_count,
         }),
-        items: items
-            .into_iter()
-            .map(|m| Bytes::from(partial_object_meta(m)))
-            .collect(),
+        items,
     };
     let types = TypeMeta {
         api_version: "meta.k8s.io/v1".into(),

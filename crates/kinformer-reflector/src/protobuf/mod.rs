@@ -9,7 +9,9 @@
 //!   equal to what the JSON encoding of the same object decodes to;
 //! - [`watch`]: watch frames and events;
 //! - [`list`]: LIST pages, their items decoded one by one;
-//! - [`encode`]: the other direction, for test servers (the simulator).
+//! - [`encode`]: the other direction, for test servers (the simulator);
+//! - [`transcode`]: the same from an object's JSON `metadata`, without
+//!   k8s-openapi's types (what the simulator pays per object).
 //!
 //! Checked against bytes kube-apiserver v1.37.2 wrote
 //! (`tests/fixtures/protobuf/`).
@@ -18,6 +20,7 @@ pub mod encode;
 pub mod list;
 mod messages;
 pub mod object;
+pub mod transcode;
 pub mod watch;
 
 pub use encode::{
@@ -25,6 +28,10 @@ pub use encode::{
 };
 pub use list::{ListPage, decode_list, decode_list_item};
 pub use object::{MAGIC, decode_partial_object_meta};
+pub use transcode::{
+    encode_partial_object_meta_list_messages, envelope_partial_object_meta,
+    partial_object_meta_message,
+};
 pub use watch::{MAX_FRAME, decode_watch_frame, next_frame};
 
 /// The media type of the protobuf encoding.

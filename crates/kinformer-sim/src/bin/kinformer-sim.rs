@@ -47,6 +47,11 @@ struct Args {
     /// Do not stamp the commit-time annotation on writes.
     #[arg(long)]
     no_commit_stamp: bool,
+    /// Transcode each object's metadata to protobuf when it is committed
+    /// (for load tests of protobuf clients: their LISTs and WatchList
+    /// streams then cost the simulator a copy, as JSON ones do).
+    #[arg(long)]
+    protobuf_on_commit: bool,
     /// Exit when the process that started this one goes away (a load test
     /// killed without its clean-up must not leave the simulator running).
     #[arg(long)]
@@ -107,6 +112,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .bookmark_interval(interval)
         .watch_chunks(args.watch_chunks)
         .stamp_commit_time(!args.no_commit_stamp)
+        .protobuf_on_commit(args.protobuf_on_commit)
         .faults(faults)
         .build();
     if args.objects > 0 {

@@ -447,7 +447,10 @@ where
     let churn_steal = host::StealMeter::start();
     let changes = match burst_made {
         Some(n) => {
-            record();
+            // Counted, not timed: the lag would include the hold.
+            for s in &stats {
+                s.start_counting();
+            }
             rt.block_on(server.release())?;
             n
         }

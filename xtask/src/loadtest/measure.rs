@@ -27,8 +27,12 @@ pub struct LagStats {
     pub events: AtomicU64,
     /// Events delivered while recording (during churn).
     pub recorded: AtomicU64,
-    /// Whether lag is being recorded (churn phase).
+    /// Whether events are being counted in [`LagStats::recorded`] (churn or
+    /// burst phase).
     pub recording: AtomicBool,
+    /// Whether their lag is recorded too (churn phase; a burst's lag
+    /// includes the hold and is not reported, so it is not recorded).
+    pub recording_lag: AtomicBool,
     /// Lag is recorded only for changes committed from this time on
     /// (nanoseconds since the Unix epoch; see `--lag-warmup`).
     pub lag_from_unix_nanos: AtomicU64,
@@ -115,6 +119,7 @@ impl LagStats {
             events: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
             recording: AtomicBool::new(false),
+            recording_lag: AtomicBool::new(false),
             lag_from_unix_nanos: AtomicU64::new(0),
             lag: Mutex::new(LagRecord::new()?),
         }))
@@ -126,6 +131,16 @@ impl LagStats {
         let from = now_unix_nanos() + lag_warmup.as_nanos();
         self.lag_from_unix_nanos
             .store(u64::try_from(from).unwrap_or(u64::MAX), Ordering::SeqCst);
+        self.recording_lag.store(true, Ordering::SeqCst);
+        self.recording.store(true, Ordering::SeqCst);
+    }
+
+    /// Starts counting events without recording their lag (a burst): the
+    /// handler then does not read each object's commit time, nor take the
+    /// clock and the histogram's lock per event, for a figure the report
+    /// leaves out.
+    pub fn start_counting(&self) {
+        self.recording_lag.store(false, Ordering::SeqCst);
         self.recording.store(true, Ordering::SeqCst);
     }
 }
@@ -141,6 +156,9 @@ impl LagHandler {
             return;
         }
         self.0.recorded.fetch_add(1, Ordering::Relaxed);
+        if !self.0.recording_lag.load(Ordering::Relaxed) {
+            return;
+        }
         let commit = obj
             .meta()
             .annotations
@@ -298,6 +316,17 @@ mod tests {
         assert_eq!(stats.recorded.load(Ordering::Relaxed), 2);
         assert_eq!(stats.lag.lock().histogram.len(), 1);
         assert_eq!(stats.events.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_burst_counts_events_without_recording_their_lag() {
+        let stats = LagStats::new().unwrap();
+        let handler = LagHandler(Arc::clone(&stats));
+        stats.start_counting();
+        handler.observe(&committed_now());
+        handler.observe(&committed_now());
+        assert_eq!(stats.recorded.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.lag.lock().histogram.len(), 0);
     }
 
     #[test]

@@ -4,12 +4,18 @@
 //! kube's derived impls of `PartialObjectMeta` and `DynamicObject` (whose
 //! `flatten` leaves a freed buffer inside each object's chunk) with the
 //! reflector's own decoders for them (`kinformer_reflector::object_decode`),
-//! on the simulator's Pod. Run: `cargo bench -p kinformer-benches --bench arena`.
+//! and the protobuf decoder of metadata-only watch frames, on the
+//! simulator's Pod. Run: `cargo bench -p kinformer-benches --bench arena`.
 
+use bytes::{Bytes, BytesMut};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
 use kinformer_alloc::region::REGION;
 use kinformer_reflector::Decoders;
+use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
+use kinformer_sim::history::EventType;
+use kinformer_sim::object::{ObjMeta, StoredObject};
+use kinformer_sim::protobuf::frame_of_stored;
 use kube_core::DynamicObject;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
@@ -30,13 +36,14 @@ fn per_object<K: Resource + DeserializeOwned>(
     lines: &[Vec<u8>],
     decoders: Decoders<K>,
 ) -> f64 {
+    per_decoded(n, lines, |line| decoders.event(line, true).expect("decode"))
+}
+
+/// Decodes `n` objects from `inputs` in turn with `decode` and holds them;
+/// arena bytes per object.
+fn per_decoded<I, T>(n: usize, inputs: &[I], decode: impl Fn(&I) -> T) -> f64 {
     let before = arena_bytes();
-    let held: Vec<_> = lines
-        .iter()
-        .cycle()
-        .take(n)
-        .map(|line| decoders.event(line, true).expect("decode"))
-        .collect();
+    let held: Vec<T> = inputs.iter().cycle().take(n).map(decode).collect();
     let per = (arena_bytes() - before) as f64 / n as f64;
     drop(held);
     per
@@ -67,6 +74,17 @@ fn main() {
         .iter()
         .map(|p| line(&kinformer_sim::metadata::partial(p)))
         .collect();
+    // The same objects' protobuf watch frames, as the simulator writes them.
+    let frames: Vec<Bytes> = pods
+        .iter()
+        .map(|p| {
+            let stored = StoredObject::new(Bytes::from(p.clone()), ObjMeta::default());
+            let frame = frame_of_stored(EventType::Modified, &stored);
+            next_frame(&mut BytesMut::from(&frame[..]))
+                .expect("a frame")
+                .expect("a whole frame")
+        })
+        .collect();
     let partial = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta;
     let rows = [
         (
@@ -83,6 +101,13 @@ fn main() {
             "PartialObjectMeta<Pod>",
             "own",
             per_object(n, &metadata, partial()),
+        ),
+        (
+            "PartialObjectMeta<Pod>",
+            "protobuf",
+            per_decoded(n, &frames, |f| {
+                decode_watch_frame::<Pod>(f.clone(), true).expect("decode")
+            }),
         ),
         (
             "DynamicObject (a Pod)",

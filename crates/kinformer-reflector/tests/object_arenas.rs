@@ -150,3 +150,64 @@ fn watch_events_take_the_chunk_size_list_items_settled_on() {
     // The first watch event on this thread.
     assert_eq!(sizes.of_watch_event(40), steady);
 }
+
+/// Every heap part of a protobuf-decoded object (a LIST item, whose type
+/// comes from its list, and a watch frame's object) lies in one chunk: a
+/// part allocated before the scope (its lists' growing vectors, or the
+/// list's type moved in) would either waste the chunk's space or be missed
+/// by a whole release of the chunk.
+#[test]
+fn a_protobuf_objects_parts_are_all_in_its_chunk() {
+    use kinformer_reflector::protobuf::{
+        decode_list, decode_list_item, decode_watch_frame, encode_partial_object_meta_list,
+        next_frame,
+    };
+    let pod: Pod = serde_json::from_slice(&template(3)).unwrap();
+    let mut metadata = pod.metadata.clone();
+    metadata.finalizers = Some(vec!["a/b".into(), "c/d".into()]);
+    let list = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta {
+        resource_version: Some("5".into()),
+        ..Default::default()
+    };
+    let page = decode_list(encode_partial_object_meta_list(&list, [&metadata]).into()).unwrap();
+    let item: PartialObjectMeta<Pod> =
+        decode_list_item(page.items[0].clone(), page.item_types.clone(), true).unwrap();
+    let stored = kinformer_sim::object::StoredObject::new(
+        template(3).into(),
+        kinformer_sim::object::ObjMeta::default(),
+    );
+    let frame =
+        kinformer_sim::protobuf::frame_of_stored(kinformer_sim::history::EventType::Added, &stored);
+    let frame = next_frame(&mut bytes::BytesMut::from(&frame[..]))
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Added(event) = decode_watch_frame::<Pod>(frame, true).unwrap() else {
+        panic!("not an ADDED event");
+    };
+    for object in [&item, &event] {
+        let m = &object.metadata;
+        let chunk = |p: *const u8| REGION.chunk_span(p as usize).map(|(c, _)| c);
+        let name = chunk(m.name.as_ref().unwrap().as_ptr());
+        assert!(name.is_some(), "the name is in a chunk");
+        let types = object.types.as_ref().unwrap();
+        let owners = m.owner_references.as_ref().unwrap();
+        let mut parts = vec![
+            types.kind.as_ptr(),
+            types.api_version.as_ptr(),
+            owners.as_ptr().cast(),
+            owners[0].uid.as_ptr(),
+            m.labels.as_ref().unwrap().values().next().unwrap().as_ptr(),
+        ];
+        if let Some(f) = &m.finalizers {
+            parts.push(f.as_ptr().cast());
+            assert_eq!(f.capacity(), f.len(), "a list at its exact size");
+        }
+        assert_eq!(owners.capacity(), owners.len(), "a list at its exact size");
+        for p in parts {
+            assert_eq!(chunk(p), name);
+        }
+    }
+    metadata.managed_fields = None;
+    assert_eq!(item.metadata, metadata);
+    assert_eq!(item.types.unwrap().kind, "PartialObjectMetadata");
+}

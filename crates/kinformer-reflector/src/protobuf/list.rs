@@ -7,7 +7,7 @@ use kube_core::{PartialObjectMeta, TypeMeta};
 use prost::Message;
 
 use super::messages;
-use super::object::{decode_bare, open_envelope, type_meta};
+use super::object::{Unopened, open_envelope, type_meta};
 use crate::error::ReflectorError;
 
 /// One page of a protobuf LIST.
@@ -51,5 +51,8 @@ pub fn decode_list_item<K>(
     skip_managed_fields: bool,
 ) -> Result<PartialObjectMeta<K>, ReflectorError> {
     let len = item.len();
-    kinformer_alloc::with_object_arena(len, || decode_bare(item, types, skip_managed_fields))
+    // Opened before the scope; `types` is copied in it (a part allocated
+    // before the scope would be missed by a whole release of the chunk).
+    let unopened = Unopened::read_bare(item, types)?;
+    kinformer_alloc::with_object_arena(len, || unopened.decode(skip_managed_fields))
 }

@@ -105,6 +105,19 @@ pub(crate) struct ObjectMeta {
     pub finalizers: Vec<String>,
 }
 
+/// `meta/v1.ObjectMeta`'s lists alone, as slices of its bytes: read before
+/// the object is decoded into its arena chunk, so that the lists of
+/// [`ObjectMeta`] can be made at their exact length first (a vector grown
+/// element by element is left at up to four times its length, and the
+/// chunk keeps the space of every buffer it outgrew).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ObjectMetaLists {
+    #[prost(bytes = "bytes", repeated, tag = "13")]
+    pub owner_references: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "14")]
+    pub finalizers: Vec<Bytes>,
+}
+
 /// `meta/v1.ObjectMeta`'s `managedFields` alone.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct ManagedFieldsOnly {

@@ -50,9 +50,11 @@ pub fn decode_partial_object_meta<K>(
     skip_managed_fields: bool,
 ) -> Result<PartialObjectMeta<K>, ReflectorError> {
     // The object's parts are bumped into its arena chunks (when the process
-    // uses `kinformer_alloc::ObjectArenas`), as the JSON decoders do.
+    // uses `kinformer_alloc::ObjectArenas`), as the JSON decoders do; what
+    // is not kept is read before the scope opens (see `Unopened`).
     let len = enveloped.len();
-    kinformer_alloc::with_object_arena(len, || decode_outside_arena(enveloped, skip_managed_fields))
+    let unopened = Unopened::read(enveloped)?;
+    kinformer_alloc::with_object_arena(len, || unopened.decode(skip_managed_fields))
 }
 
 /// [`decode_partial_object_meta`] outside any arena scope: for what is not
@@ -62,36 +64,71 @@ pub(crate) fn decode_outside_arena<K>(
     enveloped: Bytes,
     skip_managed_fields: bool,
 ) -> Result<PartialObjectMeta<K>, ReflectorError> {
-    let (types, raw) = open_envelope(enveloped)?;
-    decode_bare(raw, types.map(type_meta), skip_managed_fields)
+    Unopened::read(enveloped)?.decode(skip_managed_fields)
 }
 
-/// Decodes a `PartialObjectMetadata` message without its envelope (a list
-/// item), with `types` as its `apiVersion` and `kind`.
-pub(crate) fn decode_bare<K>(
-    raw: Bytes,
+/// A `PartialObjectMetadata` opened down to its `metadata` message and the
+/// lengths of that message's lists: done before the object's arena scope
+/// opens, since nothing of it is kept (the envelope's type is copied into
+/// the scope).
+pub(crate) struct Unopened {
     types: Option<TypeMeta>,
-    skip_managed_fields: bool,
-) -> Result<PartialObjectMeta<K>, ReflectorError> {
-    let meta_bytes = messages::PartialObjectMetadataBytes::decode(raw)
-        .map_err(decode_error)?
-        .metadata
-        .unwrap_or_default();
-    let managed = if skip_managed_fields {
-        None
-    } else {
-        Some(
-            messages::ManagedFieldsOnly::decode(meta_bytes.clone())
-                .map_err(decode_error)?
-                .managed_fields,
-        )
-    };
-    let fields = messages::ObjectMeta::decode(meta_bytes).map_err(decode_error)?;
-    Ok(PartialObjectMeta {
-        types,
-        metadata: object_meta(fields, managed)?,
-        _phantom: std::marker::PhantomData,
-    })
+    metadata: Bytes,
+    lists: messages::ObjectMetaLists,
+}
+
+impl Unopened {
+    /// Opens an enveloped object.
+    fn read(enveloped: Bytes) -> Result<Self, ReflectorError> {
+        let (types, raw) = open_envelope(enveloped)?;
+        Self::read_bare(raw, types.map(type_meta))
+    }
+
+    /// Opens a `PartialObjectMetadata` message without its envelope (a
+    /// list item), whose `apiVersion` and `kind` are `types`.
+    pub(crate) fn read_bare(raw: Bytes, types: Option<TypeMeta>) -> Result<Self, ReflectorError> {
+        let metadata = messages::PartialObjectMetadataBytes::decode(raw)
+            .map_err(decode_error)?
+            .metadata
+            .unwrap_or_default();
+        let lists = messages::ObjectMetaLists::decode(metadata.clone()).map_err(decode_error)?;
+        Ok(Self {
+            types,
+            metadata,
+            lists,
+        })
+    }
+
+    /// Decodes the object: everything it keeps is allocated here (in the
+    /// caller's arena scope, if any), its lists at their exact length.
+    pub(crate) fn decode<K>(
+        self,
+        skip_managed_fields: bool,
+    ) -> Result<PartialObjectMeta<K>, ReflectorError> {
+        let managed = if skip_managed_fields {
+            None
+        } else {
+            Some(
+                messages::ManagedFieldsOnly::decode(self.metadata.clone())
+                    .map_err(decode_error)?
+                    .managed_fields,
+            )
+        };
+        let mut fields = messages::ObjectMeta {
+            owner_references: Vec::with_capacity(self.lists.owner_references.len()),
+            finalizers: Vec::with_capacity(self.lists.finalizers.len()),
+            ..messages::ObjectMeta::default()
+        };
+        fields.merge(self.metadata).map_err(decode_error)?;
+        Ok(PartialObjectMeta {
+            types: self.types.as_ref().map(|t| TypeMeta {
+                api_version: t.api_version.clone(),
+                kind: t.kind.clone(),
+            }),
+            metadata: object_meta(fields, managed)?,
+            _phantom: std::marker::PhantomData,
+        })
+    }
 }
 
 fn decode_error(e: prost::DecodeError) -> ReflectorError {

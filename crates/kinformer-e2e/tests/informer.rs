@@ -336,22 +336,25 @@ async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
             .await
             .unwrap();
     }
-    let json_factory = factory(&client, &ns).await;
-    // The informer that skips managedFields also syncs by LIST, so that a
-    // protobuf LIST is read in either WatchList mode.
-    let protobuf_factory = |skip| {
+    let with_config = |config: ReflectorConfig| {
         SharedInformerFactory::builder(client.clone())
             .namespace(&ns)
             .runtime(tokio::runtime::Handle::current())
-            .reflector_config(
-                ReflectorConfig::default()
-                    .protobuf(true)
-                    .skip_managed_fields(skip)
-                    .watch_list(!skip),
-            )
+            .reflector_config(config)
             .build()
     };
-    let (pb, pb_skipping) = (protobuf_factory(false), protobuf_factory(true));
+    // Protobuf is the metadata informers' default: JSON by choice. The
+    // informer that skips managedFields also syncs by LIST, so that a
+    // protobuf LIST is read in either WatchList mode.
+    let json_factory = with_config(ReflectorConfig::default().protobuf(false));
+    let (pb, pb_skipping) = (
+        with_config(ReflectorConfig::default()),
+        with_config(
+            ReflectorConfig::default()
+                .skip_managed_fields(true)
+                .watch_list(false),
+        ),
+    );
     let json_meta = json_factory.metadata_informer::<ConfigMap>();
     let pb_meta = pb.metadata_informer::<ConfigMap>();
     let pb_meta_skipping = pb_skipping.metadata_informer::<ConfigMap>();

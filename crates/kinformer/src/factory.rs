@@ -357,7 +357,9 @@ impl SharedInformerFactory {
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
     /// the server sends only metadata, the cache holds a fraction of the
-    /// memory of full objects.
+    /// memory of full objects. It lists and watches in Kubernetes' protobuf
+    /// encoding unless [`ReflectorConfig::protobuf`] is turned off (a
+    /// server that answers in JSON is read as JSON).
     pub fn metadata_informer<K>(&self) -> SharedIndexInformer<PartialObjectMeta<K>>
     where
         K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,

@@ -517,6 +517,7 @@ where
         sim_history: matches!(server, Server::Sim(..)).then_some(args.sim_history),
         sim_watch_chunks: matches!(server, Server::Sim(..))
             .then(|| args.sim_watch_chunks.as_str().to_string()),
+        encoding: Some(if args.protobuf() { "protobuf" } else { "json" }.into()),
         informers: caches.len(),
         handlers: args.handlers,
         settle_seconds: settled.waited.as_secs_f64(),
@@ -593,7 +594,7 @@ where
     b = b.reflector_config(
         kinformer::ReflectorConfig::default()
             .watch_list(!args.no_watch_list)
-            .protobuf(args.protobuf)
+            .protobuf(args.protobuf())
             .skip_managed_fields(args.transform == TransformArg::SkipManagedFields),
     );
     let factory = b.build();

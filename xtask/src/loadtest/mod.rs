@@ -181,10 +181,12 @@ pub struct LoadtestArgs {
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
-    /// With `--metadata-only`: list and watch in Kubernetes' protobuf
-    /// encoding, as client-go's metadata informers do (kinformer only).
+    /// With `--metadata-only`: list and watch in JSON instead of
+    /// Kubernetes' protobuf encoding, which kinformer's metadata informers
+    /// ask for by default, as client-go's do (`ReflectorConfig::protobuf`;
+    /// kube-rs lists and watches in JSON).
     #[arg(long)]
-    pub protobuf: bool,
+    pub no_protobuf: bool,
     /// Transform applied before caching.
     #[arg(long, value_enum, default_value = "none")]
     pub transform: TransformArg,
@@ -206,6 +208,11 @@ pub struct LoadtestArgs {
 }
 
 impl LoadtestArgs {
+    /// Whether the informer under test lists and watches in protobuf.
+    pub(crate) fn protobuf(&self) -> bool {
+        self.metadata_only && self.implementation == Impl::Kinformer && !self.no_protobuf
+    }
+
     fn churn_duration(&self) -> Duration {
         Duration::from_secs_f64(self.duration.max(0.0))
     }
@@ -225,8 +232,8 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
     kinformer_alloc::set_enabled(!args.no_object_arenas);
-    if args.protobuf && (!args.metadata_only || args.implementation != Impl::Kinformer) {
-        bail!("--protobuf needs --metadata-only and --impl kinformer");
+    if args.no_protobuf && (!args.metadata_only || args.implementation != Impl::Kinformer) {
+        bail!("--no-protobuf needs --metadata-only and --impl kinformer");
     }
     // `--kubeconfig FILE` alone selects a real cluster as the source.
     let source = if args.kubeconfig.is_some() {

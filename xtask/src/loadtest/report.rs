@@ -22,6 +22,9 @@ pub struct Report {
     pub sim_history: Option<usize>,
     /// How the simulator cut watch events into chunks (sim source).
     pub sim_watch_chunks: Option<String>,
+    /// The encoding the informer listed and watched in (`json`,
+    /// `protobuf`); `-` without HTTP.
+    pub encoding: Option<String>,
     /// Informers run side by side.
     pub informers: usize,
     /// Handlers per informer.
@@ -110,6 +113,10 @@ impl Report {
             (
                 "sim watch chunks",
                 self.sim_watch_chunks.clone().unwrap_or_else(|| "-".into()),
+            ),
+            (
+                "encoding",
+                self.encoding.clone().unwrap_or_else(|| "-".into()),
             ),
             (
                 "informers x handlers",

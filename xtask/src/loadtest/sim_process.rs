@@ -54,7 +54,7 @@ impl SimProcess {
             None => build()?,
         };
         let mut command = Command::new(&bin);
-        if args.protobuf {
+        if args.protobuf() {
             // A protobuf sync then costs the simulator a copy per object, as
             // a JSON one does (kube-apiserver encodes protobuf cheaply).
             command.arg("--protobuf-on-commit");

@@ -240,6 +240,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         objects: n,
         sim_history: None,
         sim_watch_chunks: None,
+        encoding: None,
         informers: under.len(),
         handlers: args.handlers,
         settle_seconds: settled.waited.as_secs_f64(),

@@ -1,7 +1,7 @@
 //! Stored objects: pre-encoded JSON bytes plus the few parsed fields selectors and keys need.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -122,7 +122,35 @@ pub struct StoredObject {
     pub metadata_at: Option<std::ops::Range<usize>>,
     /// The `metadata` as a bare protobuf `PartialObjectMetadata` message, transcoded once when
     /// first asked for (see [`crate::protobuf::stored_message`]).
-    pub(crate) protobuf_message: OnceLock<Bytes>,
+    pub(crate) protobuf_message: ProtobufMessage,
+}
+
+/// A stored object's protobuf message, once transcoded; forgotten when the object is replaced
+/// (a held version is rarely sent again, and a million of them would hold their messages).
+#[derive(Debug, Default)]
+pub(crate) struct ProtobufMessage(parking_lot::Mutex<Option<Bytes>>);
+
+impl Clone for ProtobufMessage {
+    fn clone(&self) -> Self {
+        Self(parking_lot::Mutex::new(self.get()))
+    }
+}
+
+impl ProtobufMessage {
+    /// The message, if kept.
+    pub(crate) fn get(&self) -> Option<Bytes> {
+        self.0.lock().clone()
+    }
+
+    /// Keeps `message` unless one is kept already; returns the one kept.
+    pub(crate) fn keep(&self, message: Bytes) -> Bytes {
+        self.0.lock().get_or_insert(message).clone()
+    }
+
+    /// Forgets the message (it is transcoded again if asked for).
+    pub(crate) fn forget(&self) {
+        self.0.lock().take();
+    }
 }
 
 /// Where the top-level `metadata` member's value lies in an encoded object.
@@ -167,7 +195,7 @@ impl StoredObject {
             bytes,
             meta,
             metadata_at,
-            protobuf_message: OnceLock::new(),
+            protobuf_message: ProtobufMessage::default(),
         }
     }
 

@@ -127,13 +127,13 @@ fn transcode(obj: &StoredObject) -> Option<Bytes> {
 /// transcoded from its JSON once and kept with the object (kube-apiserver
 /// holds decoded objects, whose protobuf encoding costs it little; the sim
 /// holds JSON, so it keeps what it transcoded instead of paying ~5 µs per
-/// object on every LIST and WatchList stream).
+/// object on every LIST and WatchList stream; a replaced version forgets
+/// it).
 pub fn stored_message(obj: &StoredObject) -> Option<Bytes> {
     if let Some(message) = obj.protobuf_message.get() {
-        return Some(message.clone());
+        return Some(message);
     }
-    let message = transcode(obj)?;
-    Some(obj.protobuf_message.get_or_init(|| message).clone())
+    Some(obj.protobuf_message.keep(transcode(obj)?))
 }
 
 /// The frame of an event of type `ty` carrying a stored object's metadata
@@ -146,7 +146,7 @@ pub fn frame_of_stored(ty: EventType, obj: &StoredObject) -> Bytes {
         Bytes::from(encode_watch_frame(ty.as_str(), &enveloped))
     };
     if let Some(message) = obj.protobuf_message.get() {
-        return frame(message.clone());
+        return frame(message);
     }
     let Some(message) = transcode(obj) else {
         let mut line = ty.line_prefix().to_vec();
@@ -159,14 +159,10 @@ pub fn frame_of_stored(ty: EventType, obj: &StoredObject) -> Bytes {
         .len()
         .checked_sub(message.len())
         .map(|at| built.slice(at..));
-    match tail {
-        Some(tail) if tail == message => {
-            let _ = obj.protobuf_message.set(tail);
-        }
-        _ => {
-            let _ = obj.protobuf_message.set(message);
-        }
-    }
+    obj.protobuf_message.keep(match tail {
+        Some(tail) if tail == message => tail,
+        _ => message,
+    });
     built
 }
 
@@ -274,6 +270,61 @@ mod tests {
             WatchEvent::Added(m) => assert_eq!(m.metadata, ObjectMeta::default()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn commits_transcode_when_asked_and_a_replaced_version_forgets_its_message() {
+        use crate::resource::{Registry, ResourceDef};
+        use crate::store::{Store, StoreConfig};
+        let store = |protobuf_on_commit| {
+            Store::new(
+                Registry::new(ResourceDef::builtins()),
+                StoreConfig {
+                    protobuf_on_commit,
+                    ..StoreConfig::default()
+                },
+            )
+        };
+        let (eager, lazy) = (store(true), store(false));
+        let res = eager.registry().find("", "v1", "pods").unwrap();
+        for s in [&eager, &lazy] {
+            s.create(res, None, crate::template::pod("ns-1", "web-1", 1))
+                .unwrap();
+        }
+        let first = eager.get(res, "ns-1", "web-1").unwrap();
+        assert!(
+            first.protobuf_message.get().is_some(),
+            "transcoded at commit"
+        );
+        let untouched = lazy.get(res, "ns-1", "web-1").unwrap();
+        assert!(
+            untouched.protobuf_message.get().is_none(),
+            "not until asked"
+        );
+        assert!(stored_message(&untouched).is_some());
+        assert!(
+            untouched.protobuf_message.get().is_some(),
+            "kept once asked"
+        );
+        eager
+            .update(
+                res,
+                Some("ns-1"),
+                Some("web-1"),
+                crate::template::pod("ns-1", "web-1", 2),
+            )
+            .unwrap();
+        assert!(
+            first.protobuf_message.get().is_none(),
+            "the replaced version forgot it"
+        );
+        let second = eager.get(res, "ns-1", "web-1").unwrap();
+        assert!(second.protobuf_message.get().is_some());
+        // Its frame is built again when asked for.
+        assert!(matches!(
+            decode(&frame_of_stored(EventType::Modified, &first)),
+            WatchEvent::Modified(_)
+        ));
     }
 
     #[test]

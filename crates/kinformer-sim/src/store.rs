@@ -781,6 +781,11 @@ impl Store {
         } else if self.cfg.protobuf_on_commit && ty != EventType::Deleted {
             crate::protobuf::stored_message(&ev.obj);
         }
+        // The replaced version is rarely sent again (a replayed event has its frame, or builds
+        // it anew): a million of them in the history would otherwise hold their messages.
+        if let Some(prev) = &ev.prev {
+            prev.protobuf_message.forget();
+        }
         let Some(st) = inner.res.get_mut(res) else {
             return Err(ApiError::unknown_resource());
         };

@@ -413,23 +413,14 @@ impl Watcher {
     /// The initial events of a protobuf WatchList stream: each object's
     /// frame, cut into chunks as events are, [`BATCH`] bytes at a time.
     async fn send_initial_frames(&self, items: Vec<Arc<StoredObject>>) -> Result<(), Closed> {
-        let count = items.len() as u64;
         let mut frames = Batch::default();
         for obj in items {
             frames.push(crate::protobuf::frame_of_stored(EventType::Added, &obj));
             if frames.len >= BATCH {
-                self.send_chunks(self.cut(std::mem::take(&mut frames)))
-                    .await?;
+                self.send_batch(std::mem::take(&mut frames)).await?;
             }
         }
-        if !frames.lines.is_empty() {
-            self.send_chunks(self.cut(frames)).await?;
-        }
-        self.shared
-            .counters
-            .events_sent
-            .fetch_add(count, Ordering::Relaxed);
-        Ok(())
+        self.send_batch(frames).await
     }
 
     /// Send one event right away (replayed history).

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::Decoders;
 use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
@@ -33,16 +34,22 @@ fn first_frame() -> Bytes {
         .expect("a whole frame")
 }
 
-fn decode(c: &mut Criterion) {
-    let line = JSON_LINE.trim_ascii_end();
-    let frame = first_frame();
-    let json = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
-    let mut group = c.benchmark_group("metadata_event");
+/// A group that times one object per iteration, briefly (these take µs).
+fn per_object_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
+    group
+}
+
+fn decode(c: &mut Criterion) {
+    let line = JSON_LINE.trim_ascii_end();
+    let frame = first_frame();
+    let json = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
+    let mut group = per_object_group(c, "metadata_event");
     for skip in [true, false] {
         let what = if skip {
             "skip_managed_fields"
@@ -63,12 +70,7 @@ fn decode(c: &mut Criterion) {
 /// from its JSON (docs/benchmarks.md, session 33).
 fn sim_encode(c: &mut Criterion) {
     let line = JSON_LINE.trim_ascii_end();
-    let mut group = c.benchmark_group("sim_protobuf");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut group = per_object_group(c, "sim_protobuf");
     let value: serde_json::Value = serde_json::from_slice(line).expect("the fixture's line");
     let bytes = bytes::Bytes::from(serde_json::to_vec(&value["object"]).expect("its object"));
     let stored = |bytes: &bytes::Bytes| {

@@ -15,9 +15,12 @@
 //! or by [`Trie::free_all`] on the writer's final tree).
 #![allow(unsafe_code)]
 
+use std::alloc::Layout;
 use std::borrow::Borrow;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
+
+use super::slot_cache;
 
 /// Bits of the hash consumed per level: 64 children per node, so a million
 /// entries sit about four nodes deep.
@@ -80,30 +83,51 @@ impl<K, V> Node<K, V> {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len as usize) }
     }
 
-    /// A bitwise copy of the slots with room for one more.
-    fn copy_slots(&self) -> Vec<Slot<K, V>> {
+    /// A bitwise copy of the slots, with `slot` inserted at `insert` and
+    /// the slot at `remove` left out (returned), in a new buffer.
+    fn copy_slots(
+        &self,
+        insert: Option<(usize, Slot<K, V>)>,
+        remove: Option<usize>,
+    ) -> (Buffer<K, V>, Option<Slot<K, V>>) {
         let old = self.slots();
-        let mut slots = Vec::with_capacity(old.len() + 1);
+        let len = old.len() + usize::from(insert.is_some()) - usize::from(remove.is_some());
+        let buffer = Buffer::allocate(len);
+        let (src, dst) = (old.as_ptr(), buffer.0.as_ptr());
         // SAFETY: `Slot` has no drop glue; the copies alias what the
         // original owns until the caller retires or frees the original.
-        unsafe {
-            std::ptr::copy_nonoverlapping(old.as_ptr(), slots.as_mut_ptr(), old.len());
-            slots.set_len(old.len());
-        }
-        slots
+        // `dst` has room for `len` slots and every position below `len` is
+        // written once: the positions before `at`, then the inserted slot
+        // (or none), then the rest shifted by one either way.
+        let removed = unsafe {
+            match (insert, remove) {
+                (None, None) => {
+                    std::ptr::copy_nonoverlapping(src, dst, old.len());
+                    None
+                }
+                (Some((at, slot)), None) => {
+                    std::ptr::copy_nonoverlapping(src, dst, at);
+                    dst.add(at).write(slot);
+                    std::ptr::copy_nonoverlapping(src.add(at), dst.add(at + 1), old.len() - at);
+                    None
+                }
+                (None, Some(at)) => {
+                    std::ptr::copy_nonoverlapping(src, dst, at);
+                    std::ptr::copy_nonoverlapping(src.add(at + 1), dst.add(at), old.len() - at - 1);
+                    Some(std::ptr::read(src.add(at)))
+                }
+                (Some(_), Some(_)) => unreachable!("a copy inserts or removes, not both"),
+            }
+        };
+        (buffer, removed)
     }
 
     /// Replaces the slots by `slots` (allocated in `generation`); the old
     /// ones are retired when published, freed when they were this
     /// generation's (no reader can reach them).
-    fn replace_slots(
-        &mut self,
-        generation: u64,
-        garbage: &mut Garbage<K, V>,
-        slots: Vec<Slot<K, V>>,
-    ) {
+    fn replace_slots(&mut self, generation: u64, garbage: &mut Garbage<K, V>, slots: Buffer<K, V>) {
         let old = (self.ptr, self.len);
-        (self.ptr, self.len) = leak(slots);
+        (self.ptr, self.len) = slots.into_raw();
         if self.generation == generation {
             // SAFETY: allocated this generation, so never published.
             unsafe { free_slots(old) };
@@ -117,7 +141,7 @@ impl<K, V> Node<K, V> {
     /// originals) when they belong to an older generation.
     fn writable(&mut self, generation: u64, garbage: &mut Garbage<K, V>) -> &mut [Slot<K, V>] {
         if self.generation != generation {
-            let copy = self.copy_slots();
+            let (copy, _) = self.copy_slots(None, None);
             self.replace_slots(generation, garbage, copy);
         }
         // SAFETY: the writer is the only one changing nodes, and slots of the
@@ -133,8 +157,11 @@ impl<K, V> Node<K, V> {
         pos: usize,
         slot: Slot<K, V>,
     ) {
-        let mut slots = self.copy_slots();
-        slots.insert(pos, slot);
+        assert!(
+            pos <= self.slots().len(),
+            "a slot is inserted within its node"
+        );
+        let (slots, _) = self.copy_slots(Some((pos, slot)), None);
         self.replace_slots(generation, garbage, slots);
     }
 
@@ -145,10 +172,10 @@ impl<K, V> Node<K, V> {
         garbage: &mut Garbage<K, V>,
         pos: usize,
     ) -> Slot<K, V> {
-        let mut slots = self.copy_slots();
-        let slot = slots.remove(pos);
+        assert!(pos < self.slots().len(), "a removed slot is in its node");
+        let (slots, slot) = self.copy_slots(None, Some(pos));
         self.replace_slots(generation, garbage, slots);
-        slot
+        slot.unwrap_or_else(|| unreachable!("a removing copy returns the slot"))
     }
 
     /// The position of `key`'s slot, if this node has one.
@@ -167,34 +194,58 @@ impl<K, V> Node<K, V> {
     }
 }
 
-/// Slots as a leaked boxed slice: its pointer and length.
-fn leak<K, V>(slots: Vec<Slot<K, V>>) -> (NonNull<Slot<K, V>>, u32) {
-    let len = u32::try_from(slots.len())
-        .expect("a node holds at most 64 slots, or one per full-hash collision");
-    let ptr = NonNull::from(Box::leak(slots.into_boxed_slice())).cast();
-    (ptr, len)
-}
+/// A node's slots in a buffer of exactly their number (from this thread's
+/// [`slot_cache`] when it has one of that size), written by whoever
+/// allocated it before it becomes a node's.
+struct Buffer<K, V>(NonNull<Slot<K, V>>, u32);
 
-/// The slots of a node, as an owned boxed slice.
-///
-/// # Safety
-/// `slots` came from [`leak`] and is reachable by nobody any more.
-unsafe fn unleak<K, V>((ptr, len): (NonNull<Slot<K, V>>, u32)) -> Box<[Slot<K, V>]> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-            ptr.as_ptr(),
-            len as usize,
-        ))
+impl<K, V> Buffer<K, V> {
+    /// Room for `len` slots (none allocated for zero).
+    fn allocate(len: usize) -> Self {
+        let len32 = u32::try_from(len)
+            .expect("a node holds at most 64 slots, or one per full-hash collision");
+        let ptr = match layout::<K, V>(len) {
+            Some(layout) => slot_cache::allocate(layout).cast(),
+            None => NonNull::dangling(),
+        };
+        Self(ptr, len32)
+    }
+
+    /// The buffer as a node's pointer and length.
+    fn into_raw(self) -> (NonNull<Slot<K, V>>, u32) {
+        (self.0, self.1)
     }
 }
 
+/// The layout of `len` slots (`None` for none).
+fn layout<K, V>(len: usize) -> Option<Layout> {
+    let layout = Layout::array::<Slot<K, V>>(len).expect("a node's slots fit in memory");
+    (layout.size() > 0).then_some(layout)
+}
+
+/// `slots` moved into a buffer of their own.
+fn leak<K, V>(mut slots: Vec<Slot<K, V>>) -> (NonNull<Slot<K, V>>, u32) {
+    let buffer = Buffer::allocate(slots.len());
+    // SAFETY: the buffer has room for every slot; the vector forgets them
+    // (a bitwise move).
+    unsafe {
+        std::ptr::copy_nonoverlapping(slots.as_ptr(), buffer.0.as_ptr(), slots.len());
+        slots.set_len(0);
+    }
+    buffer.into_raw()
+}
+
+/// Frees a node's slot buffer (the slots are not dropped: `Slot` has no
+/// drop glue).
+///
 /// # Safety
-/// As [`unleak`].
-unsafe fn free_slots<K, V>(slots: (NonNull<Slot<K, V>>, u32)) {
-    // SAFETY: the caller's contract; `Slot` has no drop glue, so this
-    // releases memory only.
-    drop(unsafe { unleak(slots) });
+/// `slots` came from a [`Buffer`] and is reachable by nobody any more.
+unsafe fn free_slots<K, V>((ptr, len): (NonNull<Slot<K, V>>, u32)) {
+    if let Some(layout) = layout::<K, V>(len as usize) {
+        // SAFETY: the caller's contract; the buffer was allocated with this
+        // layout by `Buffer::allocate`.
+        unsafe { slot_cache::release(ptr.cast(), layout) };
+    }
 }
 
 /// What a write retired: node slots (freed without touching them) and
@@ -743,15 +794,17 @@ where
 /// # Safety
 /// See [`Trie::free_all`].
 unsafe fn free_node<K, V>(node: Node<K, V>, drop_entry: &mut impl FnMut(Entry<K, V>)) {
-    // SAFETY: the caller's contract: `node` is exclusively ours now.
-    let slots = unsafe { unleak((node.ptr, node.len)) };
-    for slot in slots {
-        match slot {
+    for i in 0..node.len as usize {
+        // SAFETY: the caller's contract: `node` is exclusively ours now, so
+        // each slot is moved out once before its buffer is freed.
+        match unsafe { std::ptr::read(node.ptr.as_ptr().add(i)) } {
             Slot::Entry(e) => drop_entry(ManuallyDrop::into_inner(e)),
             // SAFETY: as above, for the whole subtree.
             Slot::Node(child) => unsafe { free_node(child, drop_entry) },
         }
     }
+    // SAFETY: as above; every slot was moved out.
+    unsafe { free_slots((node.ptr, node.len)) };
 }
 
 /// Iterator over the entries of a [`Trie`].

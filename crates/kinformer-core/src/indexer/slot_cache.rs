@@ -1,0 +1,152 @@
+//! Trie node buffers this thread freed recently, handed out again before
+//! the global allocator's.
+//!
+//! An update at a million entries copies a node of 64 slots (about 2.5 KB)
+//! and retires the one it replaces; the retired buffers are freed a few
+//! published batches later, in bursts, by whichever writer thread releases
+//! them. Through the global allocator each copy then takes a block that was
+//! freed long before (its free-list link a cache miss), often after a
+//! search for a page with free blocks, since half the frees come from the
+//! other writer thread. Here each thread keeps what it freed in a
+//! last-in-first-out stack per size, bounded, so the next copy of that size
+//! writes into memory that was in use a few batches ago.
+//!
+//! Every buffer is a global-allocator block of the exact layout it is
+//! handed out for; what does not fit the cache (or outlives the thread's
+//! cache) goes back to the global allocator.
+#![allow(unsafe_code)]
+
+use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
+use std::cell::RefCell;
+use std::ptr::NonNull;
+
+/// The alignment of every cached buffer (a slot's: pointers and `u64`s).
+const ALIGN: usize = 8;
+/// Larger buffers are not cached.
+const MAX_SIZE: usize = 4096;
+/// Buffers kept per size: about two batches of a 1M cache's node copies.
+const DEPTH: usize = 512;
+
+/// The buffers of one thread, a stack per size (in units of [`ALIGN`]).
+struct Cache {
+    stacks: Vec<Vec<NonNull<u8>>>,
+}
+
+impl Cache {
+    fn stack(&mut self, size: usize) -> &mut Vec<NonNull<u8>> {
+        let class = size / ALIGN;
+        if self.stacks.len() <= class {
+            self.stacks.resize_with(class + 1, Vec::new);
+        }
+        &mut self.stacks[class]
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        for (class, stack) in self.stacks.iter_mut().enumerate() {
+            for ptr in stack.drain(..) {
+                // SAFETY: every cached buffer was allocated with this layout
+                // (size `class * ALIGN`, alignment `ALIGN`) and is owned by
+                // the cache alone.
+                unsafe {
+                    dealloc(
+                        ptr.as_ptr(),
+                        Layout::from_size_align_unchecked(class * ALIGN, ALIGN),
+                    )
+                };
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = const { RefCell::new(Cache { stacks: Vec::new() }) };
+}
+
+fn cacheable(layout: Layout) -> bool {
+    layout.align() == ALIGN
+        && layout.size() > 0
+        && layout.size() <= MAX_SIZE
+        && layout.size().is_multiple_of(ALIGN)
+}
+
+/// A block for `layout` (whose size is not zero): one this thread freed
+/// recently when it has one, else a new one from the global allocator.
+pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
+    debug_assert!(layout.size() > 0);
+    if cacheable(layout)
+        && let Ok(Some(ptr)) = CACHE.try_with(|c| c.borrow_mut().stack(layout.size()).pop())
+    {
+        return ptr;
+    }
+    // SAFETY: the size is not zero (the caller's contract).
+    let ptr = unsafe { alloc(layout) };
+    NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout))
+}
+
+/// Frees a block from [`allocate`]: kept for reuse by this thread while its
+/// stack for that size has room, else given back to the global allocator.
+///
+/// # Safety
+/// `ptr` came from [`allocate`] with this `layout` (or from the global
+/// allocator with it), and nothing uses it any more.
+pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
+    if cacheable(layout) {
+        let kept = CACHE.try_with(|c| {
+            let mut cache = c.borrow_mut();
+            let stack = cache.stack(layout.size());
+            let room = stack.len() < DEPTH;
+            if room {
+                stack.push(ptr);
+            }
+            room
+        });
+        if kept == Ok(true) {
+            return;
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { dealloc(ptr.as_ptr(), layout) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_block_is_handed_out_again_for_its_size_only() {
+        let small = Layout::from_size_align(64, ALIGN).unwrap();
+        let large = Layout::from_size_align(128, ALIGN).unwrap();
+        let a = allocate(small);
+        // SAFETY: `a` came from `allocate(small)` and is not used again.
+        unsafe { release(a, small) };
+        let b = allocate(large);
+        assert_ne!(a, b, "a block is reused for its own size only");
+        let c = allocate(small);
+        assert_eq!(a, c, "the block freed last comes back first");
+        // SAFETY: as above, for each block.
+        unsafe {
+            release(b, large);
+            release(c, small);
+        }
+    }
+
+    #[test]
+    fn blocks_past_the_depth_or_the_size_limit_go_back_to_the_allocator() {
+        let layout = Layout::from_size_align(4 * ALIGN, ALIGN).unwrap();
+        let blocks: Vec<_> = (0..DEPTH + 8).map(|_| allocate(layout)).collect();
+        for &b in &blocks {
+            // SAFETY: each block came from `allocate(layout)`, freed once.
+            unsafe { release(b, layout) };
+        }
+        let kept = CACHE.with(|c| c.borrow_mut().stack(layout.size()).len());
+        assert_eq!(kept, DEPTH);
+        let huge = Layout::from_size_align(MAX_SIZE + ALIGN, ALIGN).unwrap();
+        let h = allocate(huge);
+        // SAFETY: `h` came from `allocate(huge)`.
+        unsafe { release(h, huge) };
+        let cached = CACHE.with(|c| c.borrow_mut().stack(huge.size()).len());
+        assert_eq!(cached, 0, "a block above the size limit is not kept");
+    }
+}

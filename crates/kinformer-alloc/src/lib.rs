@@ -47,7 +47,7 @@ pub mod whole;
 #[cfg(not(loom))]
 pub use global::ObjectArenas;
 #[cfg(not(loom))]
-pub use prefetch::{prefetch_chunk, prefetch_value};
+pub use prefetch::{prefetch_chunk, prefetch_chunk_header, prefetch_value};
 #[cfg(not(loom))]
 pub use scope::{set_enabled, with_object_arena};
 #[cfg(not(loom))]

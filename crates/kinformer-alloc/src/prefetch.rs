@@ -27,6 +27,21 @@ pub fn prefetch_chunk(part: *const u8) {
     }
 }
 
+/// Asks the CPU for the first cache line of the chunk that holds `part`
+/// (its header: what releasing the chunk whole reads). Does nothing for
+/// memory outside the arenas; sound with any address.
+///
+/// ```
+/// let name = String::from("web-0");
+/// kinformer_alloc::prefetch_chunk_header(name.as_ptr()); // outside the arenas: nothing
+/// ```
+#[inline]
+pub fn prefetch_chunk_header(part: *const u8) {
+    if let Some((chunk, _)) = REGION.chunk_span(part as usize) {
+        prefetch_range(chunk, LINE);
+    }
+}
+
 /// Asks the CPU to bring in the bytes of `value` itself (not what it points
 /// to): for an `Arc`'s object, the struct in its shared allocation.
 ///

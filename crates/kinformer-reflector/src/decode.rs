@@ -211,26 +211,47 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
     }
 }
 
-/// Drops `objects` in order, asking for each one's memory while the one
-/// before it is dropped; with `whole`, releases those it can whole
-/// instead (the contract of [`DecodePool::whole_releasing_reclaimer`]),
-/// and the chunk asked for is then warm for the next object decoded into
-/// it.
-fn drop_warmed<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
-    let mut objects = objects.into_iter().peekable();
-    if let Some((_, first)) = objects.peek() {
-        prefetch_object(&**first);
+/// Drops `objects` in order, asking for each one's memory ahead of its
+/// drop: its struct two objects ahead, then (its name's pointer read from
+/// that struct) its chunk one object ahead. With `whole`, releases those it
+/// can whole instead (the contract of
+/// [`DecodePool::whole_releasing_reclaimer`]): a release reads only the
+/// chunk's header, so only that line is asked for; the decode that reuses
+/// the chunk asks for the rest when it takes it.
+fn drop_warmed<K: Resource>(mut objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
+    // Dropped from the back: `pop` moves each out without shifting the rest.
+    objects.reverse();
+    let warm = |o: &K| match whole {
+        true => prefetch_header(o),
+        false => prefetch_object(o),
+    };
+    if let Some((_, o)) = objects.iter().rev().nth(1) {
+        kinformer_alloc::prefetch_value(&**o);
     }
-    while let Some(object) = objects.next() {
-        if let Some((_, next)) = objects.peek() {
-            prefetch_object(&**next);
+    if let Some((_, o)) = objects.last() {
+        warm(o);
+    }
+    while let Some((_, object)) = objects.pop() {
+        if let Some((_, o)) = objects.iter().rev().nth(1) {
+            kinformer_alloc::prefetch_value(&**o);
+        }
+        if let Some((_, o)) = objects.last() {
+            warm(o);
         }
         if !whole {
             drop(object);
-        } else if let Some(last) = Arc::into_inner(object.1) {
+        } else if let Some(last) = Arc::into_inner(object) {
             // SAFETY: the reclaimer's contract (`whole_releasing_reclaimer`).
             unsafe { release_or_drop(last) };
         }
+    }
+}
+
+/// Asks the CPU for the header of the chunk `object` was decoded in (what
+/// releasing it whole reads), found from its name's buffer.
+fn prefetch_header<K: Resource>(object: &K) {
+    if let Some(name) = object.meta().name.as_deref() {
+        kinformer_alloc::prefetch_chunk_header(name.as_ptr());
     }
 }
 

@@ -26,10 +26,17 @@ const ALIGN: usize = 8;
 const MAX_SIZE: usize = 4096;
 /// Buffers kept per size: about two batches of a 1M cache's node copies.
 const DEPTH: usize = 512;
+/// Bytes kept per thread, all sizes together: the copies of a burst's
+/// batches fit (about 1.3 MB of 64-slot nodes at [`DEPTH`]); a full list
+/// applied in large batches frees nodes of every size, and caching all of
+/// them held some 60–80 MiB more at 1M.
+const BUDGET: usize = 2 << 20;
 
-/// The buffers of one thread, a stack per size (in units of [`ALIGN`]).
+/// The buffers of one thread, a stack per size (in units of [`ALIGN`]),
+/// and their bytes.
 struct Cache {
     stacks: Vec<Vec<NonNull<u8>>>,
+    bytes: usize,
 }
 
 impl Cache {
@@ -61,7 +68,12 @@ impl Drop for Cache {
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache { stacks: Vec::new() }) };
+    static CACHE: RefCell<Cache> = const {
+        RefCell::new(Cache {
+            stacks: Vec::new(),
+            bytes: 0,
+        })
+    };
 }
 
 fn cacheable(layout: Layout) -> bool {
@@ -76,7 +88,14 @@ fn cacheable(layout: Layout) -> bool {
 pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
     debug_assert!(layout.size() > 0);
     if cacheable(layout)
-        && let Ok(Some(ptr)) = CACHE.try_with(|c| c.borrow_mut().stack(layout.size()).pop())
+        && let Ok(Some(ptr)) = CACHE.try_with(|c| {
+            let mut cache = c.borrow_mut();
+            let ptr = cache.stack(layout.size()).pop();
+            if ptr.is_some() {
+                cache.bytes -= layout.size();
+            }
+            ptr
+        })
     {
         return ptr;
     }
@@ -86,7 +105,8 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 }
 
 /// Frees a block from [`allocate`]: kept for reuse by this thread while its
-/// stack for that size has room, else given back to the global allocator.
+/// stack for that size and its byte budget have room, else given back to
+/// the global allocator.
 ///
 /// # Safety
 /// `ptr` came from [`allocate`] with this `layout` (or from the global
@@ -95,10 +115,12 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
     if cacheable(layout) {
         let kept = CACHE.try_with(|c| {
             let mut cache = c.borrow_mut();
+            let fits = cache.bytes + layout.size() <= BUDGET;
             let stack = cache.stack(layout.size());
-            let room = stack.len() < DEPTH;
+            let room = fits && stack.len() < DEPTH;
             if room {
                 stack.push(ptr);
+                cache.bytes += layout.size();
             }
             room
         });
@@ -148,5 +170,31 @@ mod tests {
         unsafe { release(h, huge) };
         let cached = CACHE.with(|c| c.borrow_mut().stack(huge.size()).len());
         assert_eq!(cached, 0, "a block above the size limit is not kept");
+    }
+
+    #[test]
+    fn a_thread_keeps_at_most_its_budget_of_bytes() {
+        let large = Layout::from_size_align(MAX_SIZE, ALIGN).unwrap();
+        let small = Layout::from_size_align(64, ALIGN).unwrap();
+        let n = BUDGET / MAX_SIZE;
+        let blocks: Vec<_> = (0..n).map(|_| allocate(large)).collect();
+        for &b in &blocks {
+            // SAFETY: each block came from `allocate(large)`, freed once.
+            unsafe { release(b, large) };
+        }
+        assert_eq!(CACHE.with(|c| c.borrow().bytes), n * MAX_SIZE);
+        let s = allocate(small);
+        // SAFETY: `s` came from `allocate(small)`.
+        unsafe { release(s, small) };
+        let kept = CACHE.with(|c| c.borrow_mut().stack(small.size()).len());
+        assert_eq!(
+            kept, 0,
+            "a block past the budget goes back to the allocator"
+        );
+        // Handed out again, the bytes are counted down.
+        let again = allocate(large);
+        assert_eq!(CACHE.with(|c| c.borrow().bytes), (n - 1) * MAX_SIZE);
+        // SAFETY: as above.
+        unsafe { release(again, large) };
     }
 }

@@ -9,7 +9,9 @@
 //! search for a page with free blocks, since half the frees come from the
 //! other writer thread. Here each thread keeps what it freed in a
 //! last-in-first-out stack per size, bounded, so the next copy of that size
-//! writes into memory that was in use a few batches ago.
+//! writes into memory that was in use a few batches ago. The cache is bounded
+//! (a depth per size, a byte budget per thread) and its older half goes back
+//! to the global allocator every so many frees.
 //!
 //! Every buffer is a global-allocator block of the exact layout it is
 //! handed out for; what does not fit the cache (or outlives the thread's
@@ -31,12 +33,18 @@ const DEPTH: usize = 512;
 /// applied in large batches frees nodes of every size, and caching all of
 /// them held some 60–80 MiB more at 1M.
 const BUDGET: usize = 2 << 20;
+/// Every this many frees on a thread, the older half of each of its stacks
+/// goes back to the global allocator: the buffers of sizes no longer in
+/// use (those a full list left) do not keep the budget from the sizes in use.
+const DECAY_EVERY: u32 = 16_384;
 
 /// The buffers of one thread, a stack per size (in units of [`ALIGN`]),
 /// and their bytes.
 struct Cache {
     stacks: Vec<Vec<NonNull<u8>>>,
     bytes: usize,
+    /// Frees since the last decay.
+    releases: u32,
 }
 
 impl Cache {
@@ -46,6 +54,23 @@ impl Cache {
             self.stacks.resize_with(class + 1, Vec::new);
         }
         &mut self.stacks[class]
+    }
+
+    /// Gives the older half of every stack back to the global allocator.
+    fn decay(&mut self) {
+        for (class, stack) in self.stacks.iter_mut().enumerate() {
+            let old = stack.len() / 2;
+            for ptr in stack.drain(..old) {
+                self.bytes -= class * ALIGN;
+                // SAFETY: as in `drop`.
+                unsafe {
+                    dealloc(
+                        ptr.as_ptr(),
+                        Layout::from_size_align_unchecked(class * ALIGN, ALIGN),
+                    )
+                };
+            }
+        }
     }
 }
 
@@ -72,6 +97,7 @@ thread_local! {
         RefCell::new(Cache {
             stacks: Vec::new(),
             bytes: 0,
+            releases: 0,
         })
     };
 }
@@ -115,6 +141,11 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
     if cacheable(layout) {
         let kept = CACHE.try_with(|c| {
             let mut cache = c.borrow_mut();
+            cache.releases += 1;
+            if cache.releases == DECAY_EVERY {
+                cache.releases = 0;
+                cache.decay();
+            }
             let fits = cache.bytes + layout.size() <= BUDGET;
             let stack = cache.stack(layout.size());
             let room = fits && stack.len() < DEPTH;
@@ -196,5 +227,24 @@ mod tests {
         assert_eq!(CACHE.with(|c| c.borrow().bytes), (n - 1) * MAX_SIZE);
         // SAFETY: as above.
         unsafe { release(again, large) };
+    }
+
+    #[test]
+    fn unused_buffers_decay_to_the_allocator() {
+        let idle = Layout::from_size_align(128, ALIGN).unwrap();
+        let busy = Layout::from_size_align(64, ALIGN).unwrap();
+        let blocks: Vec<_> = (0..64).map(|_| allocate(idle)).collect();
+        for &b in &blocks {
+            // SAFETY: each block came from `allocate(idle)`, freed once.
+            unsafe { release(b, idle) };
+        }
+        // Frees of another size, enough for a decay.
+        for _ in 0..DECAY_EVERY {
+            let b = allocate(busy);
+            // SAFETY: `b` came from `allocate(busy)`.
+            unsafe { release(b, busy) };
+        }
+        let kept = CACHE.with(|c| c.borrow_mut().stack(idle.size()).len());
+        assert_eq!(kept, 32, "a decay halves a stack");
     }
 }

@@ -225,19 +225,18 @@ fn drop_warmed<K: Resource>(mut objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) 
         true => prefetch_header(o),
         false => prefetch_object(o),
     };
-    if let Some((_, o)) = objects.iter().rev().nth(1) {
-        kinformer_alloc::prefetch_value(&**o);
-    }
-    if let Some((_, o)) = objects.last() {
-        warm(o);
-    }
-    while let Some((_, object)) = objects.pop() {
+    // The next object's chunk (or header) and the one after it's struct.
+    let ask_ahead = |objects: &[(ObjectKey, Arc<K>)]| {
         if let Some((_, o)) = objects.iter().rev().nth(1) {
             kinformer_alloc::prefetch_value(&**o);
         }
         if let Some((_, o)) = objects.last() {
             warm(o);
         }
+    };
+    ask_ahead(&objects);
+    while let Some((_, object)) = objects.pop() {
+        ask_ahead(&objects);
         if !whole {
             drop(object);
         } else if let Some(last) = Arc::into_inner(object) {

@@ -179,7 +179,7 @@ pub fn encode_status(code: u16, reason: &str, message: &str, retry_after_seconds
 /// (`ADDED`, `BOOKMARK`, `ERROR`, ...) carrying `enveloped_object`.
 pub fn encode_watch_frame(event_type: &str, enveloped_object: &[u8]) -> Vec<u8> {
     let event = messages::WatchEvent {
-        r#type: event_type.to_string(),
+        r#type: Bytes::copy_from_slice(event_type.as_bytes()),
         object: Some(messages::RawExtension {
             raw: Bytes::copy_from_slice(enveloped_object),
         }),

@@ -32,8 +32,10 @@ pub(crate) struct TypeMeta {
 /// `meta/v1.WatchEvent`, written raw (no envelope) in each watch frame.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct WatchEvent {
-    #[prost(string, tag = "1")]
-    pub r#type: String,
+    /// A string on the wire, read as bytes: a slice of the frame, not a
+    /// copy (it is only compared with the event types).
+    #[prost(bytes = "bytes", tag = "1")]
+    pub r#type: Bytes,
     #[prost(message, optional, tag = "2")]
     pub object: Option<RawExtension>,
 }

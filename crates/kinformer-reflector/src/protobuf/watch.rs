@@ -74,17 +74,17 @@ pub fn decode_watch_frame<K>(
         object
             .map(|o| o.raw)
             .filter(|raw| !raw.is_empty())
-            .ok_or_else(|| ReflectorError::MissingObject(r#type.clone()))
+            .ok_or_else(|| ReflectorError::MissingObject(event_type(&r#type)))
     };
-    Ok(match r#type.as_str() {
-        "ADDED" => WatchEvent::Added(decode_partial_object_meta(object()?, skip_managed_fields)?),
-        "MODIFIED" => {
+    Ok(match &r#type[..] {
+        b"ADDED" => WatchEvent::Added(decode_partial_object_meta(object()?, skip_managed_fields)?),
+        b"MODIFIED" => {
             WatchEvent::Modified(decode_partial_object_meta(object()?, skip_managed_fields)?)
         }
-        "DELETED" => {
+        b"DELETED" => {
             WatchEvent::Deleted(decode_partial_object_meta(object()?, skip_managed_fields)?)
         }
-        "BOOKMARK" => {
+        b"BOOKMARK" => {
             let m = decode_outside_arena::<K>(object()?, true)?.metadata;
             WatchEvent::Bookmark {
                 resource_version: m.resource_version.unwrap_or_default(),
@@ -95,9 +95,14 @@ pub fn decode_watch_frame<K>(
                     .is_some_and(|v| v == "true"),
             }
         }
-        "ERROR" => WatchEvent::Error(status_error(object()?)?),
-        other => return Err(ReflectorError::UnknownEventType(other.to_string())),
+        b"ERROR" => WatchEvent::Error(status_error(object()?)?),
+        other => return Err(ReflectorError::UnknownEventType(event_type(other))),
     })
+}
+
+/// An event type as text, for an error.
+fn event_type(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).into_owned()
 }
 
 /// The error an enveloped `Status` stands for.

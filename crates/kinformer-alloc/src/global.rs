@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use crate::region::REGION;
-use crate::scope;
+use crate::{hot, scope};
 
 /// A global allocator that puts what [`crate::with_object_arena`] allocates
 /// into per-object chunks, and passes everything else to `A`.
@@ -56,8 +56,11 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match scope::alloc(layout.size(), layout.align()) {
             Some(part) => part,
-            // SAFETY: the caller's layout, passed on.
-            None => unsafe { self.inner.alloc(layout) },
+            None => match hot::take(layout) {
+                Some(block) => block,
+                // SAFETY: the caller's layout, passed on.
+                None => unsafe { self.inner.alloc(layout) },
+            },
         }
     }
 
@@ -80,8 +83,13 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
             // SAFETY: a live part (the caller's contract).
             unsafe { free_part(ptr) }
         } else {
-            // SAFETY: `A` allocated it (the caller's contract).
-            unsafe { self.inner.dealloc(ptr, layout) }
+            // SAFETY: `A` allocated it (the caller's contract), and so did
+            // it every kept block.
+            let kept = unsafe { hot::keep(ptr, layout, |b, l| self.inner.dealloc(b, l)) };
+            if !kept {
+                // SAFETY: as above.
+                unsafe { self.inner.dealloc(ptr, layout) }
+            }
         }
     }
 

@@ -21,6 +21,8 @@
 //! - [`ahead`]: each class's next pages populated before a cut needs them.
 //! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
 //!   threads seldom wait for the kernel's pages.
+//! - [`hot`]: blocks a thread freed outside the scopes, handed out again
+//!   first (decode threads opt in).
 //! - [`whole`]: an object's chunk given back at once instead of its parts
 //!   freed one by one.
 //!
@@ -33,6 +35,8 @@ pub mod class;
 pub mod count;
 #[cfg(not(loom))]
 pub mod global;
+#[cfg(not(loom))]
+pub mod hot;
 #[cfg(not(loom))]
 pub mod prefetch;
 #[cfg(not(loom))]

@@ -283,6 +283,9 @@ pub fn prefetch_object<K: Resource>(object: &K) {
 }
 
 fn work(rx: &Receiver<Job>) {
+    // The objects this thread frees are replaced by the ones it decodes
+    // next: their `Arc` blocks are reused while still in the cache.
+    let _kept = kinformer_alloc::hot::keep_freed_blocks();
     while let Ok(job) = rx.recv() {
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
             let msg = p

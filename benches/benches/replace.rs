@@ -18,7 +18,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
 use kinformer_benches::filter::selected;
@@ -38,6 +41,17 @@ const METADATA: usize = 400_000;
 
 const GROUP: &str = "replace_cold_object";
 
+/// The group every variant is measured in: one replacement per element.
+fn group(c: &mut Criterion) -> BenchmarkGroup<'_, WallTime> {
+    let mut group = c.benchmark_group(GROUP);
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(1));
+    group
+}
+
 /// Replaces random objects of a cache of `n`, each decoded from `bytes`.
 fn replace<K: DeserializeOwned + Resource>(
     c: &mut Criterion,
@@ -47,12 +61,7 @@ fn replace<K: DeserializeOwned + Resource>(
     skip_managed_fields: bool,
 ) {
     let decode = || json::from_slice::<K>(bytes, skip_managed_fields).expect("decode");
-    let mut group = c.benchmark_group(GROUP);
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(4))
-        .throughput(Throughput::Elements(1));
+    let mut group = group(c);
     let variants = [
         ("mimalloc", false, Victim::Drop),
         ("object_arenas", true, Victim::Drop),
@@ -110,12 +119,7 @@ fn replace_arc<K: DeserializeOwned + Resource>(
     bytes: &[u8],
 ) {
     let decode = || Arc::new(json::from_slice::<K>(bytes, true).expect("decode"));
-    let mut group = c.benchmark_group(GROUP);
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(4))
-        .throughput(Throughput::Elements(1));
+    let mut group = group(c);
     for (variant, keep) in [
         ("object_arenas_whole_arc", false),
         ("object_arenas_whole_arc_kept", true),

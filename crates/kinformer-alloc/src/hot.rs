@@ -99,7 +99,10 @@ impl Drop for KeptBlocks {
 
 /// How many blocks of `size` bytes this thread keeps now.
 pub fn kept(size: usize) -> usize {
-    with_stacks(|s| s.stacks.get(size / ALIGN).map_or(0, Vec::len))
+    match Layout::from_size_align(size, ALIGN).ok().and_then(class_of) {
+        Some(class) => with_stacks(|s| s.stacks[class].len()),
+        None => 0,
+    }
 }
 
 /// How many bytes this thread keeps now, all sizes together.

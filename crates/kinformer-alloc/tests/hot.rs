@@ -92,6 +92,7 @@ fn blocks_past_the_depth_budget_or_shape_are_not_kept() {
             unsafe { dealloc(alloc(l), l) };
         }
         assert_eq!(hot::kept_bytes(), DEPTH * SIZE);
+        assert_eq!(hot::kept(SIZE + 1), 0, "no size of its own");
         // The budget: a few large sizes, each up to its depth, until the
         // next block would pass it.
         let sizes = [

@@ -21,7 +21,9 @@ use crate::{hot, scope};
 /// address space, no memory: `MAP_NORESERVE`); where the system refuses
 /// that, every allocation goes to `A`. Chunks are reused, not returned to
 /// the system, so memory freed by objects stays with the process for the
-/// next objects, as a cache's steady state wants.
+/// next objects, as a cache's steady state wants. On a thread that asked
+/// ([`crate::hot::keep_freed_blocks`]), small blocks freed outside the
+/// scopes are kept and handed out again first.
 #[derive(Debug)]
 pub struct ObjectArenas<A> {
     inner: A,
@@ -83,8 +85,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
             // SAFETY: a live part (the caller's contract).
             unsafe { free_part(ptr) }
         } else {
-            // SAFETY: `A` allocated it (the caller's contract), and so did
-            // it every kept block.
+            // SAFETY: `A` allocated it (the caller's contract), as it did
+            // every block a thread keeps.
             let kept = unsafe { hot::keep(ptr, layout, |b, l| self.inner.dealloc(b, l)) };
             if !kept {
                 // SAFETY: as above.

@@ -186,6 +186,12 @@ mod tests {
         // An unknown event type.
         let unknown = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x04NOPE"), true);
         assert!(matches!(unknown, Err(crate::ReflectorError::UnknownEventType(t)) if t == "NOPE"));
+        // A type that is not UTF-8: unknown too, shown as best it can be.
+        let garbled = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x02\xffA"), true);
+        assert!(
+            matches!(&garbled, Err(crate::ReflectorError::UnknownEventType(t)) if t == "\u{fffd}A"),
+            "{garbled:?}"
+        );
         // An ADDED event without an object.
         let empty = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x05ADDED"), true);
         assert!(matches!(

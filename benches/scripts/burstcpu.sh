@@ -1,8 +1,10 @@
 #!/bin/bash
 # CPU per update of each thread group over a whole `--burst` release: the
 # ticks (1/100 s, utime + stime from /proc/<pid>/task/*/stat) of every
-# thread of the load test and of the simulator, from the handler thread's
-# first work until the decode threads stop working, divided by N.
+# thread of the load test and of the simulator, from the load test's
+# `released:` line (printed as it releases the held events, after the
+# simulator's commit and the sync) until the decode threads stop working,
+# divided by N.
 #
 # usage: burstcpu.sh XTASK N [loadtest args, with --burst N...]
 # The simulator is found by the name in KINFORMER_SIM_BINARY, else
@@ -12,13 +14,11 @@ X=$1; shift; N=$1; shift
 log=$(mktemp); a=$(mktemp); b=$(mktemp); t=$(mktemp)
 "$X" loadtest "$@" > "$log" 2>&1 &
 lt=$!
-while ! grep -q "^burst:" "$log" 2>/dev/null; do sleep 0.05; kill -0 $lt 2>/dev/null || break; done
+while ! grep -q "^released:" "$log" 2>/dev/null; do sleep 0.01; kill -0 $lt 2>/dev/null || break; done
 # One awk per sample over every thread's stat (field 2 is "(comm)"; these
 # thread names have no spaces): forking per thread cost the machine ~0.25
 # cores while sampling every 0.25 s.
 ticks_of() { awk -v p="($1" 'index($2, p) == 1 {s += $14 + $15} END {print s + 0}' /proc/$lt/task/*/stat 2>/dev/null; }
-prev=$(ticks_of pods-handler)
-while sleep 0.02; do cur=$(ticks_of pods-handler); [ $((cur-prev)) -ge 1 ] && break; prev=$cur; done
 sim=$(pgrep -f "${KINFORMER_SIM_BINARY:-kinformer-sim}" | head -1)
 snap() {
   for p in $lt $sim; do

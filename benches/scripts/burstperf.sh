@@ -1,6 +1,6 @@
 #!/bin/bash
 # A call-graph profile (`perf record --call-graph dwarf`, 3 s) of the whole
-# load-test process from the moment its handler starts working on a burst.
+# load-test process from the moment it releases a burst's held events.
 # Read it per thread group with, e.g.:
 #   perf report -i OUT.data --comm kinformer-decod --children -g none --stdio
 #
@@ -9,10 +9,7 @@ set -u
 X=$1; shift; O=$1; shift
 "$X" loadtest "$@" > "$O.log" 2>&1 &
 lt=$!
-while ! grep -q "^burst:" "$O.log" 2>/dev/null; do sleep 0.05; kill -0 $lt 2>/dev/null || break; done
-ticks() { for t in /proc/$lt/task/*; do grep -q "^pods-handler" "$t/comm" 2>/dev/null && awk '{print $14+$15}' "$t/stat"; done | awk '{s+=$1} END {print s+0}'; }
-prev=$(ticks)
-while sleep 0.05; do cur=$(ticks); [ $((cur-prev)) -ge 1 ] && break; prev=$cur; done
+while ! grep -q "^released:" "$O.log" 2>/dev/null; do sleep 0.01; kill -0 $lt 2>/dev/null || break; done
 perf record -F 499 --call-graph dwarf,16384 -p $lt -o "$O.data" -- sleep 3 2>/dev/null
 wait $lt
 grep -E "updates/s|matches" "$O.log"

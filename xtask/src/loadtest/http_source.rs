@@ -451,6 +451,9 @@ where
             for s in &stats {
                 s.start_counting();
             }
+            // Scripts that measure the burst alone open their window here
+            // (benches/scripts/burstcpu.sh).
+            eprintln!("released: the held watch events flow");
             rt.block_on(server.release())?;
             n
         }

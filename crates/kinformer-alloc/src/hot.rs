@@ -16,6 +16,9 @@
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use crate::stacks::{BlockStacks, Limits};
 
 /// The alignment of every kept block (blocks of other alignments, and sizes
 /// that are not a multiple of it, are not kept).
@@ -29,18 +32,20 @@ pub const BUDGET: usize = 1 << 20;
 /// Every this many frees, the older half of each stack goes back.
 pub const DECAY_EVERY: u32 = 16_384;
 
-/// One thread's stacks, one per size in units of [`ALIGN`] (each with room
-/// for [`DEPTH`] blocks made when the thread opts in, so that keeping a
-/// block never allocates).
-struct Stacks {
-    stacks: Vec<Vec<*mut u8>>,
-    bytes: usize,
-    releases: u32,
-}
+/// The bounds above, as a thread's [`BlockStacks`] keeps them.
+pub const LIMITS: Limits = Limits {
+    align: ALIGN,
+    max_size: MAX_SIZE,
+    depth: DEPTH,
+    budget: BUDGET,
+    decay_every: DECAY_EVERY,
+};
 
 thread_local! {
-    /// This thread's stacks while it keeps freed blocks (null otherwise).
-    static HOT: Cell<*mut Stacks> = const { Cell::new(std::ptr::null_mut()) };
+    /// This thread's stacks while it keeps freed blocks (null otherwise),
+    /// made with room for every block they may keep, so that keeping a
+    /// block never allocates.
+    static HOT: Cell<*mut BlockStacks> = const { Cell::new(std::ptr::null_mut()) };
 }
 
 /// While alive, blocks this thread frees outside decode scopes are kept for
@@ -64,13 +69,7 @@ pub struct KeptBlocks {
 /// ```
 pub fn keep_freed_blocks() -> KeptBlocks {
     if HOT.with(Cell::get).is_null() {
-        let stacks = Box::new(Stacks {
-            stacks: (0..=MAX_SIZE / ALIGN)
-                .map(|_| Vec::with_capacity(DEPTH))
-                .collect(),
-            bytes: 0,
-            releases: 0,
-        });
+        let stacks = Box::new(BlockStacks::with_room(LIMITS));
         HOT.with(|h| h.set(Box::into_raw(stacks)));
     }
     KeptBlocks {
@@ -85,32 +84,24 @@ impl Drop for KeptBlocks {
             return;
         }
         // SAFETY: made by `keep_freed_blocks` on this thread and no longer
-        // reachable through `HOT`, so this is its only reference.
-        let stacks = unsafe { Box::from_raw(ptr) };
-        for (class, stack) in stacks.stacks.iter().enumerate() {
-            for &block in stack {
-                // SAFETY: a kept block of this size, owned by the stacks
-                // alone; with `HOT` cleared it goes to the wrapped allocator.
-                unsafe { std::alloc::dealloc(block, layout_of(class)) };
-            }
-        }
+        // reachable through `HOT`, so this is its only reference; dropped,
+        // it gives its blocks back through the wrapped allocator (with `HOT`
+        // cleared, they are not kept again).
+        drop(unsafe { Box::from_raw(ptr) });
     }
 }
 
 /// How many blocks of `size` bytes this thread keeps now.
 pub fn kept(size: usize) -> usize {
-    match Layout::from_size_align(size, ALIGN).ok().and_then(class_of) {
-        Some(class) => with_stacks(|s| s.stacks[class].len()),
-        None => 0,
-    }
+    with_stacks(|s| s.len(size))
 }
 
 /// How many bytes this thread keeps now, all sizes together.
 pub fn kept_bytes() -> usize {
-    with_stacks(|s| s.bytes)
+    with_stacks(BlockStacks::bytes)
 }
 
-fn with_stacks(f: impl FnOnce(&Stacks) -> usize) -> usize {
+fn with_stacks(f: impl FnOnce(&BlockStacks) -> usize) -> usize {
     let ptr = HOT.try_with(Cell::get).unwrap_or(std::ptr::null_mut());
     if ptr.is_null() {
         return 0;
@@ -119,33 +110,26 @@ fn with_stacks(f: impl FnOnce(&Stacks) -> usize) -> usize {
     f(unsafe { &*ptr })
 }
 
-fn layout_of(class: usize) -> Layout {
-    // SAFETY: a multiple of a power-of-two alignment, far below `isize::MAX`.
-    unsafe { Layout::from_size_align_unchecked(class * ALIGN, ALIGN) }
-}
-
-fn class_of(layout: Layout) -> Option<usize> {
-    (layout.align() == ALIGN
-        && layout.size() > 0
-        && layout.size() <= MAX_SIZE
-        && layout.size().is_multiple_of(ALIGN))
-    .then_some(layout.size() / ALIGN)
+/// This thread's stacks, if it keeps freed blocks.
+///
+/// # Safety
+/// The caller holds no other reference to them while the one returned
+/// lives (the allocator is not re-entered while they are borrowed).
+#[inline]
+unsafe fn stacks<'a>() -> Option<&'a mut BlockStacks> {
+    let ptr = HOT.try_with(Cell::get).ok()?;
+    // SAFETY: null or this thread's stacks, alive until its guard drops
+    // (which cannot happen during an allocator call); exclusive by the
+    // caller's contract.
+    unsafe { ptr.as_mut() }
 }
 
 /// A kept block for `layout`, if this thread keeps blocks and has one.
 #[inline]
 pub(crate) fn take(layout: Layout) -> Option<*mut u8> {
-    let ptr = HOT.try_with(Cell::get).ok()?;
-    if ptr.is_null() {
-        return None;
-    }
-    let class = class_of(layout)?;
-    // SAFETY: this thread's stacks; nothing else holds a reference to them
-    // (the allocator is not re-entered while they are borrowed).
-    let stacks = unsafe { &mut *ptr };
-    let block = stacks.stacks[class].pop()?;
-    stacks.bytes -= layout.size();
-    Some(block)
+    // SAFETY: not re-entered: popping never allocates.
+    let stacks = unsafe { stacks() }?;
+    stacks.pop(layout).map(NonNull::as_ptr)
 }
 
 /// Keeps `block` if this thread keeps blocks and has room for it (`true`);
@@ -156,33 +140,14 @@ pub(crate) fn take(layout: Layout) -> Option<*mut u8> {
 /// and nothing uses it any more.
 #[inline]
 pub(crate) unsafe fn keep(block: *mut u8, layout: Layout, free: impl Fn(*mut u8, Layout)) -> bool {
-    let Ok(ptr) = HOT.try_with(Cell::get) else {
+    let Some(block) = NonNull::new(block) else {
         return false;
     };
-    if ptr.is_null() {
-        return false;
-    }
-    let Some(class) = class_of(layout) else {
+    // SAFETY: not re-entered: keeping never allocates (room made up front)
+    // and `free` goes to the wrapped allocator, not back here.
+    let Some(stacks) = (unsafe { stacks() }) else {
         return false;
     };
-    // SAFETY: as in `take`.
-    let stacks = unsafe { &mut *ptr };
-    stacks.releases += 1;
-    if stacks.releases == DECAY_EVERY {
-        stacks.releases = 0;
-        for (c, stack) in stacks.stacks.iter_mut().enumerate() {
-            let old = stack.len() / 2;
-            for b in stack.drain(..old) {
-                stacks.bytes -= c * ALIGN;
-                free(b, layout_of(c));
-            }
-        }
-    }
-    let stack = &mut stacks.stacks[class];
-    if stack.len() == DEPTH || stacks.bytes + layout.size() > BUDGET {
-        return false;
-    }
-    stack.push(block);
-    stacks.bytes += layout.size();
-    true
+    // SAFETY: the caller's contract.
+    unsafe { stacks.push(block, layout, |b, l| free(b.as_ptr(), l)) }
 }

@@ -21,6 +21,8 @@
 //! - [`ahead`]: each class's next pages populated before a cut needs them.
 //! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
 //!   threads seldom wait for the kernel's pages.
+//! - [`stacks`]: freed blocks kept in a bounded stack per size (also the
+//!   indexer's trie node cache).
 //! - [`hot`]: blocks a thread freed outside the scopes, handed out again
 //!   first (decode threads opt in).
 //! - [`whole`]: an object's chunk given back at once instead of its parts
@@ -45,6 +47,7 @@ pub mod region;
 pub mod scope;
 #[cfg(not(loom))]
 pub mod spare;
+pub mod stacks;
 #[cfg(not(loom))]
 pub mod whole;
 

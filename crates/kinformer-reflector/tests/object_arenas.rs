@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::alloc::System;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
@@ -15,6 +16,23 @@ use kube_core::PartialObjectMeta;
 #[global_allocator]
 static GLOBAL: ObjectArenas<System> = ObjectArenas::new(System);
 
+/// Taken to read, by every test that cuts chunks; to write, by the test
+/// that counts the region's cut bytes, which a test cutting chunks on
+/// another thread at the same time would add to (up to 0.9 MB seen).
+static REGION_COUNTED: RwLock<()> = RwLock::new(());
+
+fn cuts_chunks() -> RwLockReadGuard<'static, ()> {
+    REGION_COUNTED
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+fn counts_cut_bytes() -> RwLockWriteGuard<'static, ()> {
+    REGION_COUNTED
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
 fn template(i: usize) -> Vec<u8> {
     let pod = kinformer_sim::template::pod("ns-1", &format!("web-{i}"), 7 + i as u64);
     serde_json::to_vec(&pod).unwrap()
@@ -22,6 +40,7 @@ fn template(i: usize) -> Vec<u8> {
 
 #[test]
 fn decoded_objects_live_in_chunks_and_equal_the_reference() {
+    let _shared = cuts_chunks();
     let bytes = template(1);
     let reference: Pod = serde_json::from_slice(&bytes).unwrap();
     for skip in [false, true] {
@@ -48,6 +67,7 @@ fn decoded_objects_live_in_chunks_and_equal_the_reference() {
 
 #[test]
 fn replacing_objects_reuses_their_chunks() {
+    let _alone = counts_cut_bytes();
     let lines: Vec<Vec<u8>> = (0..64).map(template).collect();
     let mut cache: Vec<Pod> = lines
         .iter()
@@ -111,6 +131,7 @@ impl ChunkSizes {
 
 #[test]
 fn a_bookmark_between_objects_leaves_their_chunk_size_alone() {
+    let _shared = cuts_chunks();
     let mut sizes = ChunkSizes(Vec::new());
     let steady = sizes.settled();
     // As kube-apiserver writes it, and with spaces and another key first.
@@ -129,6 +150,7 @@ fn a_bookmark_between_objects_leaves_their_chunk_size_alone() {
 
 #[test]
 fn an_error_event_between_objects_leaves_their_chunk_size_alone() {
+    let _shared = cuts_chunks();
     let mut sizes = ChunkSizes(Vec::new());
     let steady = sizes.settled();
     let error = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}"#;
@@ -141,6 +163,7 @@ fn an_error_event_between_objects_leaves_their_chunk_size_alone() {
 
 #[test]
 fn watch_events_take_the_chunk_size_list_items_settled_on() {
+    let _shared = cuts_chunks();
     let mut sizes = ChunkSizes(Vec::new());
     let learned: Vec<usize> = (0..40)
         .map(|i| sizes.of(json::from_slice(&template(i), false).unwrap()))
@@ -158,6 +181,7 @@ fn watch_events_take_the_chunk_size_list_items_settled_on() {
 /// by a whole release of the chunk.
 #[test]
 fn a_protobuf_objects_parts_are_all_in_its_chunk() {
+    let _shared = cuts_chunks();
     use kinformer_reflector::protobuf::{
         decode_list, decode_list_item, decode_watch_frame, encode_partial_object_meta_list,
         next_frame,

@@ -20,9 +20,7 @@ use std::ptr::NonNull;
 
 use crate::stacks::{BlockStacks, Limits};
 
-/// The alignment of every kept block (blocks of other alignments, and sizes
-/// that are not a multiple of it, are not kept).
-pub const ALIGN: usize = 8;
+pub use crate::stacks::ALIGN;
 /// Larger blocks are not kept.
 pub const MAX_SIZE: usize = 1024;
 /// Blocks kept per size: about two reclaimed batches of one decode thread.
@@ -34,7 +32,6 @@ pub const DECAY_EVERY: u32 = 16_384;
 
 /// The bounds above, as a thread's [`BlockStacks`] keeps them.
 pub const LIMITS: Limits = Limits {
-    align: ALIGN,
     max_size: MAX_SIZE,
     depth: DEPTH,
     budget: BUDGET,

@@ -15,12 +15,15 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
+/// The alignment of every kept block: blocks of another alignment, or
+/// whose size is not a multiple of it, are not kept. A constant, so that a
+/// size's stack is found with a shift (this runs on every allocation of a
+/// thread that keeps blocks).
+pub const ALIGN: usize = 8;
+
 /// The bounds of a [`BlockStacks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// The alignment of every kept block (a power of two): blocks of another
-    /// alignment, or whose size is not a multiple of it, are not kept.
-    pub align: usize,
     /// Larger blocks are not kept.
     pub max_size: usize,
     /// Blocks kept per size.
@@ -40,7 +43,7 @@ pub struct Limits {
 /// use std::ptr::NonNull;
 /// use kinformer_alloc::stacks::{BlockStacks, Limits};
 ///
-/// let limits = Limits { align: 8, max_size: 256, depth: 4, budget: 1024, decay_every: 64 };
+/// let limits = Limits { max_size: 256, depth: 4, budget: 1024, decay_every: 64 };
 /// let mut stacks = BlockStacks::new(limits);
 /// let layout = Layout::from_size_align(32, 8).unwrap();
 /// let free = |b: NonNull<u8>, l: Layout| unsafe { dealloc(b.as_ptr(), l) };
@@ -53,7 +56,7 @@ pub struct Limits {
 #[derive(Debug)]
 pub struct BlockStacks {
     limits: Limits,
-    /// A stack per size, indexed by size / alignment.
+    /// A stack per size, indexed by size / [`ALIGN`].
     stacks: Vec<Vec<NonNull<u8>>>,
     /// Bytes kept, all stacks together.
     bytes: usize,
@@ -75,7 +78,7 @@ impl BlockStacks {
     /// No blocks kept, with room made now for every stack's full depth, so
     /// that keeping a block never allocates (for use inside an allocator).
     pub fn with_room(limits: Limits) -> Self {
-        let stacks = (0..=limits.max_size / limits.align)
+        let stacks = (0..=limits.max_size / ALIGN)
             .map(|_| Vec::with_capacity(limits.depth))
             .collect();
         Self {
@@ -94,22 +97,18 @@ impl BlockStacks {
     /// The stack index of a block of `layout`, if such blocks are kept.
     #[inline]
     fn class_of(&self, layout: Layout) -> Option<usize> {
-        let Limits {
-            align, max_size, ..
-        } = self.limits;
-        (layout.align() == align
+        (layout.align() == ALIGN
             && layout.size() > 0
-            && layout.size() <= max_size
-            && layout.size().is_multiple_of(align))
-        .then_some(layout.size() / align)
+            && layout.size() <= self.limits.max_size
+            && layout.size().is_multiple_of(ALIGN))
+        .then_some(layout.size() / ALIGN)
     }
 
     /// The layout of the blocks in stack `class`.
-    fn layout_of(&self, class: usize) -> Layout {
-        let align = self.limits.align;
+    fn layout_of(class: usize) -> Layout {
         // SAFETY: a multiple of a power-of-two alignment no larger than
         // `max_size`, which some `Layout` had.
-        unsafe { Layout::from_size_align_unchecked(class * align, align) }
+        unsafe { Layout::from_size_align_unchecked(class * ALIGN, ALIGN) }
     }
 
     /// The block freed last of `layout`'s size, if one is kept.
@@ -163,7 +162,7 @@ impl BlockStacks {
     /// Gives the older half of every stack back through `free`.
     fn decay(&mut self, mut free: impl FnMut(NonNull<u8>, Layout)) {
         for class in 0..self.stacks.len() {
-            let layout = self.layout_of(class);
+            let layout = Self::layout_of(class);
             let old = self.stacks[class].len() / 2;
             for block in self.stacks[class].drain(..old) {
                 self.bytes -= layout.size();
@@ -174,7 +173,7 @@ impl BlockStacks {
 
     /// How many blocks of `size` bytes are kept.
     pub fn len(&self, size: usize) -> usize {
-        Layout::from_size_align(size, self.limits.align)
+        Layout::from_size_align(size, ALIGN)
             .ok()
             .and_then(|l| self.class_of(l))
             .and_then(|class| self.stacks.get(class))
@@ -196,7 +195,7 @@ impl Drop for BlockStacks {
     /// Gives every kept block back through [`std::alloc::dealloc`].
     fn drop(&mut self) {
         for class in 0..self.stacks.len() {
-            let layout = self.layout_of(class);
+            let layout = Self::layout_of(class);
             for block in self.stacks[class].drain(..) {
                 // SAFETY: `push`'s contract: kept blocks came from the global
                 // allocator with this layout and are owned by the stacks alone.
@@ -212,7 +211,6 @@ mod tests {
     use std::alloc::{alloc, dealloc};
 
     const LIMITS: Limits = Limits {
-        align: 8,
         max_size: 512,
         depth: 16,
         budget: 4096,

@@ -27,8 +27,6 @@ use kinformer_alloc::stacks::{BlockStacks, Limits};
 
 /// The bounds of each thread's cache.
 const LIMITS: Limits = Limits {
-    // A slot's alignment (pointers and `u64`s).
-    align: 8,
     // Larger buffers are not cached.
     max_size: 4096,
     // Buffers kept per size: about two batches of a 1M cache's node copies.
@@ -84,11 +82,12 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kinformer_alloc::stacks::ALIGN;
 
     #[test]
     fn a_released_block_is_handed_out_again_for_its_size_only() {
-        let small = Layout::from_size_align(64, LIMITS.align).unwrap();
-        let large = Layout::from_size_align(128, LIMITS.align).unwrap();
+        let small = Layout::from_size_align(64, ALIGN).unwrap();
+        let large = Layout::from_size_align(128, ALIGN).unwrap();
         let a = allocate(small);
         // SAFETY: `a` came from `allocate(small)` and is not used again.
         unsafe { release(a, small) };

@@ -99,12 +99,8 @@ pub fn kept_bytes() -> usize {
 }
 
 fn with_stacks(f: impl FnOnce(&BlockStacks) -> usize) -> usize {
-    let ptr = HOT.try_with(Cell::get).unwrap_or(std::ptr::null_mut());
-    if ptr.is_null() {
-        return 0;
-    }
-    // SAFETY: this thread's stacks, read between allocator calls.
-    f(unsafe { &*ptr })
+    // SAFETY: read between allocator calls, with no other reference held.
+    unsafe { stacks() }.map_or(0, |s| f(s))
 }
 
 /// This thread's stacks, if it keeps freed blocks.

@@ -89,11 +89,6 @@ impl BlockStacks {
         }
     }
 
-    /// The bounds these stacks keep to.
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// The stack index of a block of `layout`, if such blocks are kept.
     #[inline]
     fn class_of(&self, layout: Layout) -> Option<usize> {
@@ -180,11 +175,6 @@ impl BlockStacks {
             .map_or(0, Vec::len)
     }
 
-    /// Whether no block is kept.
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-
     /// How many bytes are kept, all sizes together.
     pub fn bytes(&self) -> usize {
         self.bytes
@@ -251,7 +241,7 @@ mod tests {
         assert_eq!(stacks.pop(layout(128)), None, "another size gets none");
         assert_eq!(stacks.pop(layout(64)), Some(b), "the last freed first");
         assert_eq!(stacks.pop(layout(64)), Some(a));
-        assert!(stacks.is_empty());
+        assert_eq!(stacks.bytes(), 0);
         free(a, layout(64));
         free(b, layout(64));
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_core::{DeltaFifo, DeltaType::*, FifoError, Indexer};
+use kinformer_core::fifo::RUN_LEN;
+use kinformer_core::{DeltaFifo, DeltaType::*, FifoError, Indexer, Observed};
 
 #[test]
 fn basic_add_update_delete() {
@@ -418,4 +419,72 @@ fn while_a_list_streams_batches_are_larger() {
     session.finish("3").unwrap();
     let batch = f.pop_batch(2).unwrap();
     assert_eq!(batch.len(), 2, "the plain batch once the list ended");
+}
+
+/// Keys queued under one lock travel in runs; a consumer that takes fewer
+/// keys than a run holds leaves the rest at the front of the line, so
+/// single pops and small batches still see first-come order, and the
+/// waiting count follows.
+#[test]
+fn keys_queued_together_pop_one_by_one_in_first_come_order() {
+    let (f, _) = fifo();
+    let n = 3 * RUN_LEN + 5;
+    let changes = (0..n).map(|i| {
+        let p = f.prepare(cm(&format!("k{i:04}"), i as u64)).unwrap();
+        (Observed::Added, p)
+    });
+    f.push_observed(changes).unwrap();
+    f.add(cm("last", 1)).unwrap();
+    assert_eq!(f.len(), n + 1);
+    let mut popped = Vec::new();
+    let mut sizes = [1, 3, RUN_LEN + 1].into_iter().cycle();
+    loop {
+        let batch = f.try_pop_batch(sizes.next().unwrap());
+        if batch.is_empty() {
+            break;
+        }
+        f.done(batch.iter().map(|p| (&p.key, p.is_in_initial_list)));
+        popped.extend(batch.into_iter().map(|p| p.key.to_string()));
+        assert_eq!(f.len(), n + 1 - popped.len());
+    }
+    let mut want: Vec<String> = (0..n).map(|i| format!("ns/k{i:04}")).collect();
+    want.push("ns/last".into());
+    assert_eq!(popped, want);
+}
+
+/// A consumer blocked on an empty channel still gets the keys another
+/// consumer left at the front (it is woken for them), without new sends.
+#[test]
+fn keys_left_at_the_front_reach_a_consumer_already_waiting() {
+    let (f, _) = fifo();
+    let f = Arc::new(f);
+    let waiting = {
+        let f = Arc::clone(&f);
+        std::thread::spawn(move || {
+            let mut got = 0;
+            while got < RUN_LEN - 1 {
+                match f.pop_batch(RUN_LEN) {
+                    Some(batch) => got += batch.len(),
+                    None => break,
+                }
+            }
+            got
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let changes = (0..RUN_LEN).map(|i| {
+        let p = f.prepare(cm(&format!("k{i}"), i as u64)).unwrap();
+        (Observed::Added, p)
+    });
+    // Taken by this thread or the waiting one, whoever gets the run.
+    f.push_observed(changes).unwrap();
+    let mine = f.try_pop_batch(1).len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !waiting.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f.close();
+    let theirs = waiting.join().unwrap();
+    assert_eq!(mine + theirs, RUN_LEN, "every key reached a consumer");
+    assert_eq!(f.len(), 0);
 }

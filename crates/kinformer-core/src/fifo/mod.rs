@@ -1,17 +1,18 @@
 //! The DeltaFIFO: a per-key coalescing queue between producers (the
 //! reflector) and the processor pool.
 //!
-//! The line itself is a crossbeam channel of keys: a key is in the channel at
-//! most once, so memory is bounded by the number of distinct keys. The
-//! pending deltas live in a map guarded by a mutex that is held only for O(1)
-//! map operations (never while a consumer processes deltas), so a producer
-//! never waits behind a consumer's work. A popped key is *in flight*: deltas
-//! arriving meanwhile accumulate, and the key rejoins the line only when the
-//! consumer calls [`DeltaFifo::done`], so the deltas of one key are never
-//! processed by two threads at once, and always in order.
+//! The line itself is a crossbeam channel of runs of keys ([`line`]): a key
+//! is in line at most once, so memory is bounded by the number of distinct
+//! keys. The pending deltas live in a map guarded by a mutex that is held
+//! only for O(1) map operations (never while a consumer processes deltas),
+//! so a producer never waits behind a consumer's work. A popped key is *in
+//! flight*: deltas arriving meanwhile accumulate, and the key rejoins the
+//! line only when the consumer calls [`DeltaFifo::done`], so the deltas of
+//! one key are never processed by two threads at once, and always in order.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry as MapEntry;
+use std::ops::{Deref, DerefMut};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 use kube_core::Resource;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::delta::{DeletedObject, Delta, Deltas};
 use crate::error::FifoError;
@@ -39,8 +40,11 @@ pub const LIST_LINGER: Duration = Duration::from_millis(10);
 /// metadata-only sync: ~8% faster in interleaved runs, session 5).
 pub const LIST_BATCH_FACTOR: usize = 4;
 
+mod line;
 mod replace;
 
+pub use line::RUN_LEN;
+use line::{Line, LineState};
 pub use replace::ReplaceSession;
 
 /// A transform applied to every object a producer hands to the FIFO (not to
@@ -66,6 +70,33 @@ struct State<K> {
     populated: bool,
     initial_remaining: usize,
     last_sync_resource_version: String,
+    line: LineState,
+}
+
+/// The queue's state under its lock; keys that joined the line meanwhile
+/// are sent when it is released (see [`line`]).
+struct Locked<'a, K> {
+    st: MutexGuard<'a, State<K>>,
+    channel: &'a Line,
+}
+
+impl<K> Deref for Locked<'_, K> {
+    type Target = State<K>;
+    fn deref(&self) -> &State<K> {
+        &self.st
+    }
+}
+
+impl<K> DerefMut for Locked<'_, K> {
+    fn deref_mut(&mut self) -> &mut State<K> {
+        &mut self.st
+    }
+}
+
+impl<K> Drop for Locked<'_, K> {
+    fn drop(&mut self) {
+        self.channel.flush(&mut self.st.line);
+    }
 }
 
 /// The deltas of one key handed to a consumer by [`DeltaFifo::pop`].
@@ -146,8 +177,7 @@ struct Counters {
 /// A queue of per-key deltas in first-come order.
 pub struct DeltaFifo<K> {
     state: Mutex<State<K>>,
-    line_tx: Sender<ObjectKey>,
-    line_rx: Receiver<ObjectKey>,
+    line: Line,
     close_tx: Mutex<Option<Sender<()>>>,
     close_rx: Receiver<()>,
     closed: AtomicBool,
@@ -162,7 +192,6 @@ impl<K: Resource> DeltaFifo<K> {
     /// A FIFO whose `replace` and `resync` consult `known` (the cache the
     /// consumers maintain) for objects that are cached but not queued.
     pub fn new(known: Indexer<K>, transform: Option<Transform<K>>) -> Self {
-        let (line_tx, line_rx) = crossbeam_channel::unbounded();
         let (close_tx, close_rx) = crossbeam_channel::bounded(0);
         Self {
             state: Mutex::new(State {
@@ -170,9 +199,9 @@ impl<K: Resource> DeltaFifo<K> {
                 populated: false,
                 initial_remaining: 0,
                 last_sync_resource_version: String::new(),
+                line: LineState::default(),
             }),
-            line_tx,
-            line_rx,
+            line: Line::new(),
             open_lists: AtomicUsize::new(0),
             close_tx: Mutex::new(Some(close_tx)),
             close_rx,
@@ -215,7 +244,7 @@ impl<K: Resource> DeltaFifo<K> {
         if self.is_closed() {
             return Err(FifoError::Closed);
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         st.populated = true;
         for (what, p) in changes {
             self.enqueue(&mut st, p.key, what.delta(p.object), false);
@@ -268,7 +297,8 @@ impl<K: Resource> DeltaFifo<K> {
                         if !e.in_flight {
                             // An idle entry is removed by `done`, so this is not reached;
                             // if it were, the key must not be lost: put it in line.
-                            let _ = self.line_tx.send(occupied.key().clone());
+                            let key = occupied.key().clone();
+                            self.line.join(&mut st.line, key);
                         }
                     }
                 }
@@ -282,8 +312,7 @@ impl<K: Resource> DeltaFifo<K> {
                     in_flight_newest: None,
                     initial,
                 });
-                // The receiver lives as long as `self`: sending cannot fail.
-                let _ = self.line_tx.send(key);
+                self.line.join(&mut st.line, key);
                 initial
             }
         };
@@ -313,7 +342,7 @@ impl<K: Resource> DeltaFifo<K> {
     /// Queues a `Sync` delta for every cached key that has nothing pending
     /// or in flight. Returns how many were queued.
     pub fn resync(&self) -> usize {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let cached = self.known.snapshot();
         let mut n = 0;
         for (key, obj) in cached.iter() {
@@ -345,29 +374,27 @@ impl<K> DeltaFifo<K> {
             if self.is_closed() {
                 return None;
             }
-            let first = select! {
-                recv(self.line_rx) -> key => key.ok()?,
-                recv(self.close_rx) -> _ => return None,
-            };
-            let mut keys = vec![first];
             let listing = self.open_lists.load(Ordering::Relaxed) > 0;
             let max = max.max(1) * if listing { LIST_BATCH_FACTOR } else { 1 };
-            while keys.len() < max {
-                match self.line_rx.try_recv() {
-                    Ok(k) => keys.push(k),
-                    Err(_) => break,
+            if self.line.has_front() {
+                let mut st = self.lock();
+                let keys = self.line.take_front(&mut st.line, max);
+                let batch = Self::take(&mut st, keys);
+                if !batch.is_empty() {
+                    return Some(batch);
                 }
+                continue;
             }
+            let mut keys = select! {
+                recv(self.line.receiver()) -> run => run.ok()?,
+                recv(self.close_rx) -> _ => return None,
+            };
+            self.line.gather(&mut keys, max);
             if keys.len() < max && listing {
-                let deadline = Instant::now() + LIST_LINGER;
-                while keys.len() < max {
-                    match self.line_rx.recv_deadline(deadline) {
-                        Ok(k) => keys.push(k),
-                        Err(_) => break,
-                    }
-                }
+                self.line
+                    .gather_until(&mut keys, max, Instant::now() + LIST_LINGER);
             }
-            let batch = self.take(keys);
+            let batch = self.take_from_channel(keys, max);
             if !batch.is_empty() {
                 return Some(batch);
             }
@@ -376,18 +403,33 @@ impl<K> DeltaFifo<K> {
 
     /// Takes what is waiting without blocking (up to `max` keys).
     pub fn try_pop_batch(&self, max: usize) -> Vec<Popped<K>> {
-        let mut keys = Vec::new();
-        while keys.len() < max {
-            match self.line_rx.try_recv() {
-                Ok(k) => keys.push(k),
-                Err(_) => break,
-            }
+        let max = max.max(1);
+        if self.line.has_front() {
+            let mut st = self.lock();
+            let keys = self.line.take_front(&mut st.line, max);
+            return Self::take(&mut st, keys);
         }
-        self.take(keys)
+        let mut keys = Vec::new();
+        self.line.gather(&mut keys, max);
+        self.take_from_channel(keys, max)
     }
 
-    fn take(&self, keys: Vec<ObjectKey>) -> Vec<Popped<K>> {
-        let mut st = self.state.lock();
+    /// Takes up to `max` of `keys`, just received from the line's channel;
+    /// the rest waits at the front of the line.
+    fn take_from_channel(&self, mut keys: Vec<ObjectKey>, max: usize) -> Vec<Popped<K>> {
+        let (batch, kept_some) = {
+            let mut st = self.lock();
+            let kept_some = self.line.keep(&mut st.line, &mut keys, max);
+            (Self::take(&mut st, keys), kept_some)
+        };
+        if kept_some {
+            // Another consumer may be waiting on the channel alone.
+            self.line.nudge();
+        }
+        batch
+    }
+
+    fn take(st: &mut State<K>, keys: Vec<ObjectKey>) -> Vec<Popped<K>> {
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
             let Some(e) = st.items.get_mut(&key) else {
@@ -414,7 +456,7 @@ impl<K> DeltaFifo<K> {
     /// Marks popped keys as applied: a key with new deltas rejoins the line,
     /// an idle one is forgotten.
     pub fn done<'a>(&self, popped: impl IntoIterator<Item = (&'a ObjectKey, bool)>) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         for (key, was_initial) in popped {
             if was_initial {
                 st.initial_remaining = st.initial_remaining.saturating_sub(1);
@@ -427,7 +469,7 @@ impl<K> DeltaFifo<K> {
             if e.pending.is_some() {
                 e.in_flight = false;
                 e.in_flight_newest = None;
-                let _ = self.line_tx.send(key.clone());
+                self.line.join(&mut st.line, key.clone());
                 st.items.insert(key, e);
             }
         }
@@ -442,12 +484,21 @@ impl<K> DeltaFifo<K> {
 
     /// Keys waiting in line (not counting keys in flight).
     pub fn len(&self) -> usize {
-        self.line_rx.len()
+        self.line.len()
     }
 
     /// Whether no key is waiting.
     pub fn is_empty(&self) -> bool {
-        self.line_rx.is_empty()
+        self.len() == 0
+    }
+
+    /// The queue's state, locked; keys that join the line under it are
+    /// sent when it is released.
+    fn lock(&self) -> Locked<'_, K> {
+        Locked {
+            st: self.state.lock(),
+            channel: &self.line,
+        }
     }
 
     /// Keys known to the queue: waiting or in flight.

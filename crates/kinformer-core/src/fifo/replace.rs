@@ -68,7 +68,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
         if fifo.is_closed() {
             return Err(FifoError::Closed);
         }
-        let mut st = fifo.state.lock();
+        let mut st = fifo.lock();
         for p in objects {
             if !self.listed.insert(p.key.clone()) {
                 fifo.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +87,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
             return Err(FifoError::Closed);
         }
         self.listed.remove(&object.key);
-        let mut st = fifo.state.lock();
+        let mut st = fifo.lock();
         let delta = Delta::Deleted(DeletedObject::Final(object.object));
         fifo.enqueue(&mut st, object.key, delta, self.first);
         Ok(())
@@ -111,7 +111,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
             return Err(FifoError::Closed);
         }
         let listed = std::mem::take(&mut self.listed);
-        let mut st = fifo.state.lock();
+        let mut st = fifo.lock();
         // Loaded under the lock: every key absent from `items` has been fully
         // applied to the cache, so the cache is its truth.
         let cached = fifo.known.snapshot();

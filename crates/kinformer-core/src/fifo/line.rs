@@ -1,0 +1,144 @@
+//! The line of keys waiting to be popped: a crossbeam channel of *runs* of
+//! keys.
+//!
+//! A key joins the line while its producer holds the queue's lock; the keys
+//! that join under one lock are sent as runs of up to [`RUN_LEN`], so a
+//! producer pays one channel send per run instead of one per key. (With one
+//! send per key, each send's compare-and-swap on the channel's tail waited
+//! for the cache line the consumers had just read it through: ~3% of a
+//! 1M-object burst's reader thread.) A consumer that wants fewer keys than a
+//! run holds keeps the rest at the front of the line, under the queue's
+//! lock, where every pop looks first.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+
+use crate::key::ObjectKey;
+
+/// Most keys sent in one run.
+pub const RUN_LEN: usize = 64;
+
+/// The line's channel and counters (shared, lock-free).
+pub(super) struct Line {
+    tx: Sender<Vec<ObjectKey>>,
+    rx: Receiver<Vec<ObjectKey>>,
+    /// Keys in the channel and at the front.
+    waiting: AtomicUsize,
+    /// Keys at the front (read without the lock to skip an empty front).
+    front_len: AtomicUsize,
+}
+
+/// The line's part kept under the queue's lock.
+#[derive(Default)]
+pub(super) struct LineState {
+    /// Keys joining under the current lock, not yet sent.
+    forming: Vec<ObjectKey>,
+    /// Keys taken off the channel by a consumer that wanted fewer: they
+    /// come before every key still in the channel.
+    front: VecDeque<ObjectKey>,
+}
+
+impl Line {
+    pub(super) fn new() -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Self {
+            tx,
+            rx,
+            waiting: AtomicUsize::new(0),
+            front_len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The channel consumers wait on (a run, or an empty run asking them to
+    /// look at the front).
+    pub(super) fn receiver(&self) -> &Receiver<Vec<ObjectKey>> {
+        &self.rx
+    }
+
+    /// `key` joins the line (sent with the next run).
+    pub(super) fn join(&self, ls: &mut LineState, key: ObjectKey) {
+        ls.forming.push(key);
+        if ls.forming.len() >= RUN_LEN {
+            self.flush(ls);
+        }
+    }
+
+    /// Sends the keys that joined and are not sent yet. Called before the
+    /// queue's lock is released.
+    pub(super) fn flush(&self, ls: &mut LineState) {
+        if ls.forming.is_empty() {
+            return;
+        }
+        let run = std::mem::take(&mut ls.forming);
+        self.waiting.fetch_add(run.len(), Ordering::Relaxed);
+        // The receiver lives as long as `self`: sending cannot fail.
+        let _ = self.tx.send(run);
+    }
+
+    /// Whether a consumer left keys at the front.
+    pub(super) fn has_front(&self) -> bool {
+        self.front_len.load(Ordering::Acquire) > 0
+    }
+
+    /// Up to `max` keys from the front, oldest first.
+    pub(super) fn take_front(&self, ls: &mut LineState, max: usize) -> Vec<ObjectKey> {
+        let n = max.min(ls.front.len());
+        let keys: Vec<ObjectKey> = ls.front.drain(..n).collect();
+        self.front_len.store(ls.front.len(), Ordering::Release);
+        self.waiting.fetch_sub(keys.len(), Ordering::Relaxed);
+        keys
+    }
+
+    /// Keeps `keys` (taken off the channel) to `max`: the rest goes to the
+    /// front. Returns whether some did, so that the caller can
+    /// [`nudge`](Self::nudge) a consumer waiting on the channel once the
+    /// lock is released.
+    pub(super) fn keep(&self, ls: &mut LineState, keys: &mut Vec<ObjectKey>, max: usize) -> bool {
+        let rest = if keys.len() > max {
+            keys.split_off(max)
+        } else {
+            Vec::new()
+        };
+        self.waiting.fetch_sub(keys.len(), Ordering::Relaxed);
+        if rest.is_empty() {
+            return false;
+        }
+        ls.front.extend(rest);
+        self.front_len.store(ls.front.len(), Ordering::Release);
+        true
+    }
+
+    /// Wakes a consumer waiting on the channel, to look at the front.
+    pub(super) fn nudge(&self) {
+        let _ = self.tx.send(Vec::new());
+    }
+
+    /// Appends runs already in the channel to `keys` while it holds fewer
+    /// than `max` (without waiting).
+    pub(super) fn gather(&self, keys: &mut Vec<ObjectKey>, max: usize) {
+        while keys.len() < max {
+            match self.rx.try_recv() {
+                Ok(mut run) => keys.append(&mut run),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+    }
+
+    /// Like [`gather`](Self::gather), waiting for runs until `deadline`.
+    pub(super) fn gather_until(&self, keys: &mut Vec<ObjectKey>, max: usize, deadline: Instant) {
+        while keys.len() < max {
+            match self.rx.recv_deadline(deadline) {
+                Ok(mut run) => keys.append(&mut run),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+
+    /// Keys waiting (in the channel and at the front).
+    pub(super) fn len(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}

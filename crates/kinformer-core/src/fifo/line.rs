@@ -21,10 +21,30 @@ use crate::key::ObjectKey;
 /// Most keys sent in one run.
 pub const RUN_LEN: usize = 64;
 
+/// What one send carries: a lone key travels without a vector of its own
+/// (a producer that queues one change per lock allocates nothing for it).
+pub(super) enum Run {
+    /// One key.
+    One(ObjectKey),
+    /// Several keys, in order (none: a nudge to look at the front).
+    Many(Vec<ObjectKey>),
+}
+
+impl Run {
+    /// Appends the run's keys to `keys`.
+    pub(super) fn append_to(self, keys: &mut Vec<ObjectKey>) {
+        match self {
+            Run::One(key) => keys.push(key),
+            Run::Many(run) if keys.is_empty() => *keys = run,
+            Run::Many(mut run) => keys.append(&mut run),
+        }
+    }
+}
+
 /// The line's channel and counters (shared, lock-free).
 pub(super) struct Line {
-    tx: Sender<Vec<ObjectKey>>,
-    rx: Receiver<Vec<ObjectKey>>,
+    tx: Sender<Run>,
+    rx: Receiver<Run>,
     /// Keys in the channel and at the front.
     waiting: AtomicUsize,
     /// Keys at the front (read without the lock to skip an empty front).
@@ -54,7 +74,7 @@ impl Line {
 
     /// The channel consumers wait on (a run, or an empty run asking them to
     /// look at the front).
-    pub(super) fn receiver(&self) -> &Receiver<Vec<ObjectKey>> {
+    pub(super) fn receiver(&self) -> &Receiver<Run> {
         &self.rx
     }
 
@@ -69,13 +89,21 @@ impl Line {
     /// Sends the keys that joined and are not sent yet. Called before the
     /// queue's lock is released.
     pub(super) fn flush(&self, ls: &mut LineState) {
-        if ls.forming.is_empty() {
-            return;
+        let run = match ls.forming.len() {
+            0 => return,
+            // The vector keeps its buffer for the next key.
+            1 => ls.forming.pop().map(Run::One),
+            _ => Some(Run::Many(std::mem::take(&mut ls.forming))),
+        };
+        if let Some(run) = run {
+            let n = match &run {
+                Run::One(_) => 1,
+                Run::Many(keys) => keys.len(),
+            };
+            self.waiting.fetch_add(n, Ordering::Relaxed);
+            // The receiver lives as long as `self`: sending cannot fail.
+            let _ = self.tx.send(run);
         }
-        let run = std::mem::take(&mut ls.forming);
-        self.waiting.fetch_add(run.len(), Ordering::Relaxed);
-        // The receiver lives as long as `self`: sending cannot fail.
-        let _ = self.tx.send(run);
     }
 
     /// Whether a consumer left keys at the front.
@@ -113,7 +141,7 @@ impl Line {
 
     /// Wakes a consumer waiting on the channel, to look at the front.
     pub(super) fn nudge(&self) {
-        let _ = self.tx.send(Vec::new());
+        let _ = self.tx.send(Run::Many(Vec::new()));
     }
 
     /// Appends runs already in the channel to `keys` while it holds fewer
@@ -121,7 +149,7 @@ impl Line {
     pub(super) fn gather(&self, keys: &mut Vec<ObjectKey>, max: usize) {
         while keys.len() < max {
             match self.rx.try_recv() {
-                Ok(mut run) => keys.append(&mut run),
+                Ok(run) => run.append_to(keys),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
@@ -131,7 +159,7 @@ impl Line {
     pub(super) fn gather_until(&self, keys: &mut Vec<ObjectKey>, max: usize, deadline: Instant) {
         while keys.len() < max {
             match self.rx.recv_deadline(deadline) {
-                Ok(mut run) => keys.append(&mut run),
+                Ok(run) => run.append_to(keys),
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }

@@ -385,10 +385,11 @@ impl<K> DeltaFifo<K> {
                 }
                 continue;
             }
-            let mut keys = select! {
-                recv(self.line.receiver()) -> run => run.ok()?,
+            let mut keys = Vec::new();
+            select! {
+                recv(self.line.receiver()) -> run => run.ok()?.append_to(&mut keys),
                 recv(self.close_rx) -> _ => return None,
-            };
+            }
             self.line.gather(&mut keys, max);
             if keys.len() < max && listing {
                 self.line

@@ -423,8 +423,9 @@ fn while_a_list_streams_batches_are_larger() {
 
 /// Keys queued under one lock travel in runs; a consumer that takes fewer
 /// keys than a run holds leaves the rest at the front of the line, so
-/// single pops and small batches still see first-come order, and the
-/// waiting count follows.
+/// single pops and small batches still see first-come order, every batch
+/// is as full as what waits allows (front first, then the channel), and
+/// the waiting count follows.
 #[test]
 fn keys_queued_together_pop_one_by_one_in_first_come_order() {
     let (f, _) = fifo();
@@ -439,10 +440,12 @@ fn keys_queued_together_pop_one_by_one_in_first_come_order() {
     let mut popped = Vec::new();
     let mut sizes = [1, 3, RUN_LEN + 1].into_iter().cycle();
     loop {
-        let batch = f.try_pop_batch(sizes.next().unwrap());
+        let size = sizes.next().unwrap();
+        let batch = f.try_pop_batch(size);
         if batch.is_empty() {
             break;
         }
+        assert_eq!(batch.len(), size.min(n + 1 - popped.len()));
         f.done(batch.iter().map(|p| (&p.key, p.is_in_initial_list)));
         popped.extend(batch.into_iter().map(|p| p.key.to_string()));
         assert_eq!(f.len(), n + 1 - popped.len());
@@ -452,18 +455,25 @@ fn keys_queued_together_pop_one_by_one_in_first_come_order() {
     assert_eq!(popped, want);
 }
 
-/// A consumer blocked on an empty channel still gets the keys another
-/// consumer left at the front (it is woken for them), without new sends.
+/// A consumer blocked on the channel is woken for keys another consumer
+/// left at the front. Two consumers wait, one popping once and one until
+/// it has the rest; whichever receives the run keeps one key and leaves
+/// the rest at the front: without the wake-up, either the single popper
+/// never gets its key or the other never gets the front's keys.
 #[test]
 fn keys_left_at_the_front_reach_a_consumer_already_waiting() {
     let (f, _) = fifo();
     let f = Arc::new(f);
-    let waiting = {
+    let once = {
+        let f = Arc::clone(&f);
+        std::thread::spawn(move || f.pop_batch(1).map_or(0, |b| b.len()))
+    };
+    let rest = {
         let f = Arc::clone(&f);
         std::thread::spawn(move || {
             let mut got = 0;
             while got < RUN_LEN - 1 {
-                match f.pop_batch(RUN_LEN) {
+                match f.pop_batch(1) {
                     Some(batch) => got += batch.len(),
                     None => break,
                 }
@@ -476,15 +486,13 @@ fn keys_left_at_the_front_reach_a_consumer_already_waiting() {
         let p = f.prepare(cm(&format!("k{i}"), i as u64)).unwrap();
         (Observed::Added, p)
     });
-    // Taken by this thread or the waiting one, whoever gets the run.
     f.push_observed(changes).unwrap();
-    let mine = f.try_pop_batch(1).len();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !waiting.is_finished() && std::time::Instant::now() < deadline {
+    while !(once.is_finished() && rest.is_finished()) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     f.close();
-    let theirs = waiting.join().unwrap();
-    assert_eq!(mine + theirs, RUN_LEN, "every key reached a consumer");
+    assert_eq!(once.join().unwrap(), 1, "the single popper got its key");
+    assert_eq!(rest.join().unwrap(), RUN_LEN - 1, "the other got the rest");
     assert_eq!(f.len(), 0);
 }

@@ -45,7 +45,8 @@ impl Run {
 pub(super) struct Line {
     tx: Sender<Run>,
     rx: Receiver<Run>,
-    /// Keys in the channel and at the front.
+    /// Keys sent and not yet taken into a batch (in the channel, at the
+    /// front, or received by a consumer that has not yet locked the queue).
     waiting: AtomicUsize,
     /// Keys at the front (read without the lock to skip an empty front).
     front_len: AtomicUsize,
@@ -86,8 +87,8 @@ impl Line {
         }
     }
 
-    /// Sends the keys that joined and are not sent yet. Called before the
-    /// queue's lock is released.
+    /// Sends the keys that joined and are not sent yet. Called when a run
+    /// fills and before the queue's lock is released.
     pub(super) fn flush(&self, ls: &mut LineState) {
         let run = match ls.forming.len() {
             0 => return,
@@ -111,20 +112,18 @@ impl Line {
         self.front_len.load(Ordering::Acquire) > 0
     }
 
-    /// Up to `max` keys from the front, oldest first.
+    /// Up to `max` keys from the front, oldest first. They still count as
+    /// waiting until [`keep`](Self::keep) takes them into a batch.
     pub(super) fn take_front(&self, ls: &mut LineState, max: usize) -> Vec<ObjectKey> {
         let n = max.min(ls.front.len());
         let keys: Vec<ObjectKey> = ls.front.drain(..n).collect();
         self.front_len.store(ls.front.len(), Ordering::Release);
-        self.waiting.fetch_sub(keys.len(), Ordering::Relaxed);
         keys
     }
 
-    /// Keeps `keys` (taken off the channel) to `max`: the rest goes to the
-    /// front. Returns whether some did, so that the caller can
-    /// [`nudge`](Self::nudge) a consumer waiting on the channel once the
-    /// lock is released.
-    pub(super) fn keep(&self, ls: &mut LineState, keys: &mut Vec<ObjectKey>, max: usize) -> bool {
+    /// Keeps `keys` (taken off the line) to `max`: the rest goes to the
+    /// front, before every key still in the channel.
+    pub(super) fn keep(&self, ls: &mut LineState, keys: &mut Vec<ObjectKey>, max: usize) {
         let rest = if keys.len() > max {
             keys.split_off(max)
         } else {
@@ -132,11 +131,12 @@ impl Line {
         };
         self.waiting.fetch_sub(keys.len(), Ordering::Relaxed);
         if rest.is_empty() {
-            return false;
+            return;
         }
-        ls.front.extend(rest);
+        for key in rest.into_iter().rev() {
+            ls.front.push_front(key);
+        }
         self.front_len.store(ls.front.len(), Ordering::Release);
-        true
     }
 
     /// Wakes a consumer waiting on the channel, to look at the front.

@@ -1,7 +1,7 @@
 //! The DeltaFIFO: a per-key coalescing queue between producers (the
 //! reflector) and the processor pool.
 //!
-//! The line itself is a crossbeam channel of runs of keys ([`line`]): a key
+//! The line itself is a crossbeam channel of runs of keys (module `line`): a key
 //! is in line at most once, so memory is bounded by the number of distinct
 //! keys. The pending deltas live in a map guarded by a mutex that is held
 //! only for O(1) map operations (never while a consumer processes deltas),
@@ -376,26 +376,21 @@ impl<K> DeltaFifo<K> {
             }
             let listing = self.open_lists.load(Ordering::Relaxed) > 0;
             let max = max.max(1) * if listing { LIST_BATCH_FACTOR } else { 1 };
-            if self.line.has_front() {
-                let mut st = self.lock();
-                let keys = self.line.take_front(&mut st.line, max);
-                let batch = Self::take(&mut st, keys);
-                if !batch.is_empty() {
-                    return Some(batch);
+            // Keys left at the front come first; runs still in the channel
+            // after them.
+            let mut keys = self.take_front(max);
+            if keys.is_empty() {
+                select! {
+                    recv(self.line.receiver()) -> run => run.ok()?.append_to(&mut keys),
+                    recv(self.close_rx) -> _ => return None,
                 }
-                continue;
-            }
-            let mut keys = Vec::new();
-            select! {
-                recv(self.line.receiver()) -> run => run.ok()?.append_to(&mut keys),
-                recv(self.close_rx) -> _ => return None,
             }
             self.line.gather(&mut keys, max);
             if keys.len() < max && listing {
                 self.line
                     .gather_until(&mut keys, max, Instant::now() + LIST_LINGER);
             }
-            let batch = self.take_from_channel(keys, max);
+            let batch = self.take_from_line(keys, max);
             if !batch.is_empty() {
                 return Some(batch);
             }
@@ -405,26 +400,31 @@ impl<K> DeltaFifo<K> {
     /// Takes what is waiting without blocking (up to `max` keys).
     pub fn try_pop_batch(&self, max: usize) -> Vec<Popped<K>> {
         let max = max.max(1);
-        if self.line.has_front() {
-            let mut st = self.lock();
-            let keys = self.line.take_front(&mut st.line, max);
-            return Self::take(&mut st, keys);
-        }
-        let mut keys = Vec::new();
+        let mut keys = self.take_front(max);
         self.line.gather(&mut keys, max);
-        self.take_from_channel(keys, max)
+        self.take_from_line(keys, max)
     }
 
-    /// Takes up to `max` of `keys`, just received from the line's channel;
-    /// the rest waits at the front of the line.
-    fn take_from_channel(&self, mut keys: Vec<ObjectKey>, max: usize) -> Vec<Popped<K>> {
-        let (batch, kept_some) = {
+    /// Up to `max` keys left at the front of the line (none when it is
+    /// empty, without taking the lock).
+    fn take_front(&self, max: usize) -> Vec<ObjectKey> {
+        if !self.line.has_front() {
+            return Vec::new();
+        }
+        let mut st = self.lock();
+        self.line.take_front(&mut st.line, max)
+    }
+
+    /// Takes up to `max` of `keys`, taken off the line; the rest waits at
+    /// the front. While keys wait there, another consumer is woken for
+    /// them (it may be blocked on the channel alone).
+    fn take_from_line(&self, mut keys: Vec<ObjectKey>, max: usize) -> Vec<Popped<K>> {
+        let batch = {
             let mut st = self.lock();
-            let kept_some = self.line.keep(&mut st.line, &mut keys, max);
-            (Self::take(&mut st, keys), kept_some)
+            self.line.keep(&mut st.line, &mut keys, max);
+            Self::take(&mut st, keys)
         };
-        if kept_some {
-            // Another consumer may be waiting on the channel alone.
+        if self.line.has_front() {
             self.line.nudge();
         }
         batch

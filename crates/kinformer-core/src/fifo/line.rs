@@ -5,8 +5,8 @@
 //! that join under one lock are sent as runs of up to [`RUN_LEN`], so a
 //! producer pays one channel send per run instead of one per key. (With one
 //! send per key, each send's compare-and-swap on the channel's tail waited
-//! for the cache line the consumers had just read it through: ~3% of a
-//! 1M-object burst's reader thread.) A consumer that wants fewer keys than a
+//! for the cache line the consumers had just read it through: 2.3% of a
+//! 1M-object burst's samples, a tenth of the reader thread's.) A consumer that wants fewer keys than a
 //! run holds keeps the rest at the front of the line, under the queue's
 //! lock, where every pop looks first.
 
@@ -90,21 +90,16 @@ impl Line {
     /// Sends the keys that joined and are not sent yet. Called when a run
     /// fills and before the queue's lock is released.
     pub(super) fn flush(&self, ls: &mut LineState) {
-        let run = match ls.forming.len() {
+        let n = ls.forming.len();
+        let run = match n {
             0 => return,
             // The vector keeps its buffer for the next key.
-            1 => ls.forming.pop().map(Run::One),
-            _ => Some(Run::Many(std::mem::take(&mut ls.forming))),
+            1 => Run::One(ls.forming.swap_remove(0)),
+            _ => Run::Many(std::mem::take(&mut ls.forming)),
         };
-        if let Some(run) = run {
-            let n = match &run {
-                Run::One(_) => 1,
-                Run::Many(keys) => keys.len(),
-            };
-            self.waiting.fetch_add(n, Ordering::Relaxed);
-            // The receiver lives as long as `self`: sending cannot fail.
-            let _ = self.tx.send(run);
-        }
+        self.waiting.fetch_add(n, Ordering::Relaxed);
+        // The receiver lives as long as `self`: sending cannot fail.
+        let _ = self.tx.send(run);
     }
 
     /// Whether a consumer left keys at the front.
@@ -165,7 +160,7 @@ impl Line {
         }
     }
 
-    /// Keys waiting (in the channel and at the front).
+    /// Keys sent and not yet taken into a batch.
     pub(super) fn len(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }

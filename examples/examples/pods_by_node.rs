@@ -3,6 +3,7 @@
 //!
 //! `cargo run -p kinformer-examples --example pods_by_node` (needs a cluster).
 
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,14 @@ async fn main() -> anyhow::Result<()> {
     let pods = factory.informer::<Pod>();
     pods.add_indexers(vec![(
         BY_NODE.to_string(),
-        IndexFn::new(|p: &Pod| node_of(p).into_iter().collect()),
+        // The digest of the node name lets an update that keeps it skip
+        // reading the replaced Pod (cold in a large cache).
+        IndexFn::new(|p: &Pod| node_of(p).into_iter().collect()).with_digest(|p: &Pod, mut h| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .hash(&mut h)
+        }),
     )])?;
 
     let indexer = pods.indexer();

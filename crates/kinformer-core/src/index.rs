@@ -3,6 +3,7 @@
 //! computes).
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -33,15 +34,18 @@ type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + 
 pub struct IndexFn<K> {
     values: Arc<IndexClosure<K>>,
     unchanged: Option<Arc<SameValues<K>>>,
+    inputs: Option<Arc<HashInputs<K>>>,
 }
 
 type SameValues<K> = dyn Fn(&K, &K) -> bool + Send + Sync;
+type HashInputs<K> = dyn Fn(&K, &mut dyn Hasher) + Send + Sync;
 
 impl<K> Clone for IndexFn<K> {
     fn clone(&self) -> Self {
         Self {
             values: Arc::clone(&self.values),
             unchanged: self.unchanged.clone(),
+            inputs: self.inputs.clone(),
         }
     }
 }
@@ -58,6 +62,7 @@ impl<K> IndexFn<K> {
         Self {
             values: Arc::new(move |k| Ok(f(k))),
             unchanged: None,
+            inputs: None,
         }
     }
 
@@ -69,6 +74,7 @@ impl<K> IndexFn<K> {
         Self {
             values: Arc::new(f),
             unchanged: None,
+            inputs: None,
         }
     }
 
@@ -85,6 +91,59 @@ impl<K> IndexFn<K> {
     /// computing them (see [`IndexFn::with_unchanged`]).
     pub fn known_unchanged(&self, old: &K, new: &K) -> bool {
         self.unchanged.as_ref().is_some_and(|f| f(old, new))
+    }
+
+    /// Declares what this index's values are computed from: `f` feeds those
+    /// inputs of an object into a hasher (e.g. the labels, for a label
+    /// index), in an encoding where different inputs give different bytes
+    /// (as the standard `Hash` impls do: `labels.hash(h)`). The inputs must
+    /// determine the values: two objects that feed the same bytes must have
+    /// the same values.
+    ///
+    /// The Indexer keeps a keyed 128-bit digest (SipHash-1-3, a random key
+    /// per Indexer) of these inputs with each stored object. When an
+    /// update's digest equals the stored one, the object stays filed where
+    /// it is in this index without the old object being read: the
+    /// replaced object is usually cold in a large cache, and comparing it
+    /// costs cache misses that the digest, kept beside the object's entry,
+    /// does not. Without a digest the Indexer falls back to
+    /// [`with_unchanged`](Self::with_unchanged), then to computing both
+    /// objects' values.
+    ///
+    /// ```
+    /// use std::hash::Hash;
+    /// use kinformer_core::IndexFn;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// let by_node = IndexFn::new(|pod: &Pod| {
+    ///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+    /// })
+    /// .with_digest(|pod: &Pod, mut h| {
+    ///     pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).hash(&mut h)
+    /// });
+    /// # let _ = by_node;
+    /// ```
+    pub fn with_digest(mut self, f: impl Fn(&K, &mut dyn Hasher) + Send + Sync + 'static) -> Self {
+        self.inputs = Some(Arc::new(f));
+        self
+    }
+
+    /// Whether this index declares its inputs (see
+    /// [`with_digest`](Self::with_digest)).
+    pub fn has_digest(&self) -> bool {
+        self.inputs.is_some()
+    }
+
+    /// Feeds `obj`'s inputs into `h` (see [`with_digest`](Self::with_digest));
+    /// false when this index declares none, or its function panicked.
+    pub(crate) fn hash_inputs(&self, obj: &K, h: &mut dyn Hasher) -> bool {
+        let Some(f) = &self.inputs else {
+            return false;
+        };
+        let declared = catch_unwind(AssertUnwindSafe(|| f(obj, h))).is_ok();
+        if !declared {
+            tracing::warn!("an index's digest function panicked; comparing the objects instead");
+        }
+        declared
     }
 
     /// Computes the sorted, deduplicated values of `obj`. A panic inside the
@@ -123,6 +182,7 @@ impl<K: Resource> IndexFn<K> {
                 .collect()
         })
         .with_unchanged(|old: &K, new: &K| old.meta().labels == new.meta().labels)
+        .with_digest(|obj: &K, mut h| obj.meta().labels.hash(&mut h))
     }
 
     /// Files objects under the UID of each of their owner references.
@@ -142,6 +202,14 @@ impl<K: Resource> IndexFn<K> {
                 b.as_deref().unwrap_or_default(),
             );
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.uid == y.uid)
+        })
+        .with_digest(|obj: &K, h| {
+            let owners = obj.meta().owner_references.as_deref().unwrap_or_default();
+            h.write_usize(owners.len());
+            for o in owners {
+                h.write(o.uid.as_bytes());
+                h.write_u8(0xff);
+            }
         })
     }
 }

@@ -8,9 +8,9 @@ use arc_swap::ArcSwap;
 use kube_core::Resource;
 
 use crate::delta::{Delta, Deltas};
-use crate::fifo::{DeltaFifo, Popped};
+use crate::fifo::{DeltaFifo, ObjectDigest, Popped};
 use crate::handler::Notification;
-use crate::indexer::{Indexer, WriteBatch};
+use crate::indexer::{EarlyDigest, Indexer, WriteBatch};
 use crate::key::ObjectKey;
 use crate::reclaimer::ReclaimerSlot;
 use crate::registration::Registration;
@@ -55,6 +55,7 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
                     &popped.key,
                     popped.deltas,
                     popped.is_in_initial_list,
+                    popped.digest,
                     &mut notes,
                     &mut tally,
                 );
@@ -87,15 +88,21 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
     }
 
     /// Applies the deltas of one key, turning each into a notification
-    /// (the delta's object moves into it).
+    /// (the delta's object moves into it); `digest` is the newest object's
+    /// (see [`Popped`]).
     fn apply(
         w: &mut WriteBatch<'_, K>,
         key: &ObjectKey,
         deltas: Deltas<K>,
         is_in_initial_list: bool,
+        digest: Option<ObjectDigest>,
         notes: &mut Vec<(ObjectKey, Notification<K>)>,
         tally: &mut Tally,
     ) {
+        let stored = |w: &mut WriteBatch<'_, K>, o: Arc<K>, how| {
+            let early = digest.and_then(|d| d.of_object(&o));
+            upserted(w, key, o, how, is_in_initial_list, early)
+        };
         for delta in deltas {
             tally.deltas += 1;
             let note = match delta {
@@ -109,11 +116,9 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
                     }
                     Notification::Delete(d)
                 }
-                Delta::Added(o) | Delta::Updated(o) => {
-                    upserted(w, key, o, Upsert::Change, is_in_initial_list)
-                }
-                Delta::Replaced(o) => upserted(w, key, o, Upsert::Replaced, is_in_initial_list),
-                Delta::Sync(o) => upserted(w, key, o, Upsert::Sync, is_in_initial_list),
+                Delta::Added(o) | Delta::Updated(o) => stored(w, o, Upsert::Change),
+                Delta::Replaced(o) => stored(w, o, Upsert::Replaced),
+                Delta::Sync(o) => stored(w, o, Upsert::Sync),
             };
             notes.push((key.clone(), note));
         }
@@ -144,8 +149,9 @@ fn upserted<K: Resource>(
     obj: Arc<K>,
     how: Upsert,
     is_in_initial_list: bool,
+    early: Option<EarlyDigest>,
 ) -> Notification<K> {
-    match w.upsert(key.clone(), Arc::clone(&obj)) {
+    match w.upsert_digested(key.clone(), Arc::clone(&obj), early) {
         Some(old) => {
             let is_resync = match how {
                 Upsert::Change => false,

@@ -3,8 +3,9 @@
 
 mod common;
 
+use std::hash::Hash;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -134,6 +135,95 @@ fn add_indexers_after_objects_exist() {
         indexer.add_indexers(vec![(LABEL_INDEX.into(), IndexFn::labels())]),
         Err(IndexerError::IndexExists(LABEL_INDEX.into()))
     );
+}
+
+/// An index filing ConfigMaps under their `zone` data value, counting how
+/// often its values are computed; with `digest`, it declares the data as
+/// its inputs.
+fn zone_index(computed: &Arc<AtomicUsize>, digest: bool) -> IndexFn<ConfigMap> {
+    let computed = Arc::clone(computed);
+    let f = IndexFn::new(move |o: &ConfigMap| {
+        computed.fetch_add(1, Ordering::Relaxed);
+        o.data
+            .iter()
+            .flatten()
+            .filter(|(k, _)| *k == "zone")
+            .map(|(_, v)| v.clone())
+            .collect()
+    });
+    if digest {
+        return f.with_digest(|o: &ConfigMap, mut h| o.data.hash(&mut h));
+    }
+    f
+}
+
+fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
+    let mut o = cm(name, rv);
+    o.data = Some([("zone".to_string(), zone.to_string())].into());
+    o
+}
+
+/// An update whose index inputs hash to the stored digest leaves the object
+/// filed where it was without computing either object's values; an index
+/// without a digest computes both; changed inputs move the object; an
+/// index added later (which changes every digest) still files updates.
+#[test]
+fn an_update_with_the_stored_digest_of_its_index_inputs_keeps_its_index_values() {
+    for digest in [true, false] {
+        let computed = Arc::new(AtomicUsize::new(0));
+        let indexer: Indexer<ConfigMap> =
+            Indexer::new(vec![("zone".into(), zone_index(&computed, digest))]);
+        seed_cache(&indexer, &[cm_zone("a", 1, "z1")]);
+        assert_eq!(
+            computed.load(Ordering::Relaxed),
+            1,
+            "the new object's values"
+        );
+        seed_cache(&indexer, &[cm_zone("a", 2, "z1")]);
+        let want = if digest { 1 } else { 3 };
+        assert_eq!(computed.load(Ordering::Relaxed), want, "digest {digest}");
+        assert_eq!(sorted_names(indexer.by_index("zone", "z1").unwrap()), ["a"]);
+        seed_cache(&indexer, &[cm_zone("a", 3, "z2")]);
+        assert_eq!(computed.load(Ordering::Relaxed), want + 2, "inputs changed");
+        assert!(indexer.by_index("zone", "z1").unwrap().is_empty());
+        assert_eq!(sorted_names(indexer.by_index("zone", "z2").unwrap()), ["a"]);
+
+        let later = Arc::new(AtomicUsize::new(0));
+        indexer
+            .add_indexers(vec![("zone-later".into(), zone_index(&later, true))])
+            .unwrap();
+        seed_cache(&indexer, &[cm_zone("a", 4, "z3")]);
+        seed_cache(&indexer, &[cm_zone("a", 5, "z3")]);
+        for index in ["zone", "zone-later"] {
+            assert!(indexer.by_index(index, "z2").unwrap().is_empty(), "{index}");
+            assert_eq!(sorted_names(indexer.by_index(index, "z3").unwrap()), ["a"]);
+        }
+    }
+}
+
+/// A digest function that panics is not fatal: the Indexer compares the
+/// objects' values instead, and the index follows every change.
+#[test]
+fn a_panicking_digest_function_falls_back_to_computing_values() {
+    let computed = Arc::new(AtomicUsize::new(0));
+    let panics = zone_index(&computed, false).with_digest(|o: &ConfigMap, mut h| {
+        assert_ne!(o.metadata.name.as_deref(), Some("bad"), "boom");
+        o.data.hash(&mut h)
+    });
+    let indexer: Indexer<ConfigMap> = Indexer::new(vec![("zone".into(), panics)]);
+    for (rv, zone) in [(1, "z1"), (2, "z1"), (3, "z2")] {
+        seed_cache(
+            &indexer,
+            &[cm_zone("bad", rv, zone), cm_zone("good", rv, zone)],
+        );
+    }
+    assert_eq!(
+        sorted_names(indexer.by_index("zone", "z2").unwrap()),
+        ["bad", "good"]
+    );
+    assert!(indexer.by_index("zone", "z1").unwrap().is_empty());
+    // "good" skipped the unchanged update (1 + 0 + 2), "bad" did not (1 + 2 + 2).
+    assert_eq!(computed.load(Ordering::Relaxed), 3 + 5);
 }
 
 #[test]

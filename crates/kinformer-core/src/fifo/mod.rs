@@ -25,7 +25,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::delta::{DeletedObject, Delta, Deltas};
 use crate::error::FifoError;
 use crate::index::panic_message;
-use crate::indexer::Indexer;
+use crate::indexer::{EarlyDigest, Indexer};
 use crate::key::ObjectKey;
 
 /// How long [`DeltaFifo::pop_batch`] waits for a batch to fill while a full
@@ -63,6 +63,31 @@ struct Entry<K> {
     in_flight_newest: Option<Arc<K>>,
     /// Part of the first full list (counts towards `has_synced`).
     initial: bool,
+    /// The digest of the newest pending object's index inputs, when it
+    /// came through [`DeltaFifo::prepare`].
+    digest: Option<ObjectDigest>,
+}
+
+/// The digest of an object's index inputs computed by
+/// [`DeltaFifo::prepare`], and which object it is of.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ObjectDigest {
+    object: usize,
+    digest: EarlyDigest,
+}
+
+impl ObjectDigest {
+    fn of<K>(object: &Arc<K>, digest: EarlyDigest) -> Self {
+        Self {
+            object: Arc::as_ptr(object).addr(),
+            digest,
+        }
+    }
+
+    /// The digest, when it is `object`'s.
+    pub(crate) fn of_object<K>(self, object: &Arc<K>) -> Option<EarlyDigest> {
+        (Arc::as_ptr(object).addr() == self.object).then_some(self.digest)
+    }
 }
 
 struct State<K> {
@@ -108,6 +133,9 @@ pub struct Popped<K> {
     pub deltas: Deltas<K>,
     /// Whether the key belongs to the first full list (initial sync).
     pub is_in_initial_list: bool,
+    /// The digest of the newest object's index inputs, computed by
+    /// [`DeltaFifo::prepare`].
+    pub(crate) digest: Option<ObjectDigest>,
 }
 
 /// An object transformed and keyed by [`DeltaFifo::prepare`], ready to queue.
@@ -115,6 +143,10 @@ pub struct Popped<K> {
 pub struct Prepared<K> {
     key: ObjectKey,
     object: Arc<K>,
+    /// The digest of the object's index inputs (see
+    /// [`IndexFn::with_digest`](crate::IndexFn::with_digest)), computed
+    /// here while the object is in this thread's caches.
+    digest: EarlyDigest,
 }
 
 impl<K> Prepared<K> {
@@ -247,7 +279,8 @@ impl<K: Resource> DeltaFifo<K> {
         let mut st = self.lock();
         st.populated = true;
         for (what, p) in changes {
-            self.enqueue(&mut st, p.key, what.delta(p.object), false);
+            let digest = ObjectDigest::of(&p.object, p.digest);
+            self.enqueue(&mut st, p.key, what.delta(p.object), false, Some(digest));
         }
         Ok(())
     }
@@ -273,6 +306,7 @@ impl<K: Resource> DeltaFifo<K> {
         match ObjectKey::of(&obj) {
             Ok(key) => Ok(Prepared {
                 key,
+                digest: self.known.early_digest(&obj),
                 object: Arc::new(obj),
             }),
             Err(e) => {
@@ -283,13 +317,23 @@ impl<K: Resource> DeltaFifo<K> {
         }
     }
 
-    fn enqueue(&self, st: &mut State<K>, key: ObjectKey, delta: Delta<K>, initial: bool) {
+    /// Queues `delta` for `key`; `digest` is that of the delta's object,
+    /// when it has one.
+    fn enqueue(
+        &self,
+        st: &mut State<K>,
+        key: ObjectKey,
+        delta: Delta<K>,
+        initial: bool,
+        digest: Option<ObjectDigest>,
+    ) {
         self.counters.enqueued.fetch_add(1, Ordering::Relaxed);
         let newly_initial = match st.items.entry(key) {
             MapEntry::Occupied(mut occupied) => {
                 let e = occupied.get_mut();
                 let newly_initial = initial && !e.initial;
                 e.initial |= initial;
+                e.digest = digest;
                 match &mut e.pending {
                     Some(p) => p.push(delta),
                     None => {
@@ -311,6 +355,7 @@ impl<K: Resource> DeltaFifo<K> {
                     in_flight: false,
                     in_flight_newest: None,
                     initial,
+                    digest,
                 });
                 self.line.join(&mut st.line, key);
                 initial
@@ -347,7 +392,13 @@ impl<K: Resource> DeltaFifo<K> {
         let mut n = 0;
         for (key, obj) in cached.iter() {
             if !st.items.contains_key(key) {
-                self.enqueue(&mut st, key.clone(), Delta::Sync(Arc::clone(obj)), false);
+                self.enqueue(
+                    &mut st,
+                    key.clone(),
+                    Delta::Sync(Arc::clone(obj)),
+                    false,
+                    None,
+                );
                 n += 1;
             }
         }
@@ -449,6 +500,7 @@ impl<K> DeltaFifo<K> {
                 key,
                 deltas,
                 is_in_initial_list,
+                digest: e.digest.take(),
             });
         }
         out

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 
 use kube_core::Resource;
 
-use super::{DeltaFifo, Hasher, Prepared};
+use super::{DeltaFifo, Hasher, ObjectDigest, Prepared};
 use crate::delta::{DeletedFinalStateUnknown, DeletedObject, Delta};
 use crate::error::FifoError;
 use crate::key::ObjectKey;
@@ -74,7 +74,14 @@ impl<K: Resource> ReplaceSession<'_, K> {
                 fifo.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(key = %p.key, "key listed twice in one replace; the last object wins");
             }
-            fifo.enqueue(&mut st, p.key, Delta::Replaced(p.object), self.first);
+            let digest = ObjectDigest::of(&p.object, p.digest);
+            fifo.enqueue(
+                &mut st,
+                p.key,
+                Delta::Replaced(p.object),
+                self.first,
+                Some(digest),
+            );
         }
         Ok(())
     }
@@ -89,7 +96,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
         self.listed.remove(&object.key);
         let mut st = fifo.lock();
         let delta = Delta::Deleted(DeletedObject::Final(object.object));
-        fifo.enqueue(&mut st, object.key, delta, self.first);
+        fifo.enqueue(&mut st, object.key, delta, self.first, None);
         Ok(())
     }
 
@@ -145,7 +152,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
                 last_known,
             };
             let delta = Delta::Deleted(DeletedObject::Unknown(tombstone));
-            fifo.enqueue(&mut st, key, delta, self.first);
+            fifo.enqueue(&mut st, key, delta, self.first, None);
         }
         st.populated = true;
         st.last_sync_resource_version = resource_version.to_string();

@@ -10,6 +10,7 @@
 //! pointer swap. Indexes map each value to a set of dense object ids (the
 //! private module `idset`).
 
+mod digest;
 mod idset;
 mod namespaced;
 mod reclaim;
@@ -30,6 +31,8 @@ use crate::index::{IndexFn, Indexers};
 use crate::key::{ObjectKey, with_key_buf};
 use crate::reclaimer::ReclaimerSlot;
 
+use digest::DigestPlan;
+pub(crate) use digest::EarlyDigest;
 pub use namespaced::NamespacedIndexer;
 use snapshot::IndexTrie;
 pub use snapshot::Snapshot;
@@ -38,6 +41,8 @@ use write::{WriteCounters, WriterState, values_or_log};
 
 struct Shared<K> {
     current: ArcSwap<Snapshot<K>>,
+    /// The writer's digest plan, for digests computed before the write.
+    plan: ArcSwap<DigestPlan<K>>,
     reclaimer: ReclaimerSlot<K>,
     writer: Mutex<WriterState<K>>,
     counters: WriteCounters,
@@ -97,6 +102,7 @@ impl<K> Indexer<K> {
         Self {
             shared: Arc::new(Shared {
                 current: ArcSwap::new(Arc::clone(&writer.published)),
+                plan: ArcSwap::new(Arc::clone(&writer.plan)),
                 reclaimer,
                 writer: Mutex::new(writer),
                 counters: WriteCounters::default(),
@@ -108,6 +114,12 @@ impl<K> Indexer<K> {
     /// (shared with the informer's handler registrations).
     pub(crate) fn reclaimer_slot(&self) -> ReclaimerSlot<K> {
         Arc::clone(&self.shared.reclaimer)
+    }
+
+    /// The digest of `obj`'s index inputs, computed ahead of its write
+    /// (lock-free; see [`IndexFn::with_digest`]).
+    pub(crate) fn early_digest(&self, obj: &K) -> EarlyDigest {
+        self.shared.plan.load().early(obj)
     }
 
     /// The current snapshot: O(1), lock-free. Hold it to make several reads
@@ -270,6 +282,9 @@ impl<K> Indexer<K> {
             state.dirty = true;
             state.index_fns.push((name, f));
         }
+        let fns = state.index_fns.iter().map(|(_, f)| f.clone()).collect();
+        state.plan = Arc::new(state.plan.next(fns));
+        self.shared.plan.store(Arc::clone(&state.plan));
         let (_, released) = self.publish(&mut state);
         drop(state);
         drop(released);

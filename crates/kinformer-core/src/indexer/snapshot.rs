@@ -8,6 +8,7 @@ use kube_core::{Expression, Resource, Selector, SelectorExt};
 
 use crate::error::IndexerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
+use crate::indexer::digest::Digest;
 use crate::indexer::idset::{IdSet, id_hash};
 use crate::indexer::reclaim::{Successor, release_chain};
 use crate::indexer::trie::{Trie, prefetch_for_write};
@@ -25,13 +26,15 @@ pub(crate) type IdTable = Trie<u32, (u64, ObjectKey)>;
 /// One index: value → ids of the objects filed under it.
 pub(crate) type IndexTrie = Trie<Arc<str>, IdSet>;
 
-/// A cached object and its id in the index sets. With a thin key, the
-/// entry (hash, key, object, id) fits 32 bytes, so carrying the id costs
-/// no separate key → id map.
+/// A cached object, its id in the index sets and the digest of its index
+/// inputs. With a thin key, the entry (hash, key, object, id, digest) fits
+/// 48 bytes, so carrying the id costs no separate key → id map, and an
+/// update reads the digest from the entry it copies anyway.
 pub(crate) struct Stored<K> {
     pub(crate) object: Arc<K>,
     /// Set while the cache has an index; `None` before the first one.
     pub(crate) id: Option<u32>,
+    pub(crate) digest: Digest,
 }
 
 impl<K> Clone for Stored<K> {
@@ -39,6 +42,7 @@ impl<K> Clone for Stored<K> {
         Self {
             object: Arc::clone(&self.object),
             id: self.id,
+            digest: self.digest,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::IndexFn;
+use crate::indexer::digest::{Digest, DigestPlan, EarlyDigest};
 use crate::indexer::idset::{IdAllocator, IdSet, id_hash};
 use crate::indexer::reclaim::{FinalTries, Retired, Successor};
 use crate::indexer::snapshot::{Hasher, IndexTrie, Snapshot, Stored, Tries};
@@ -30,6 +31,10 @@ pub(crate) struct WriterState<K> {
     pub(crate) published: Arc<Snapshot<K>>,
     pub(crate) hasher: Hasher,
     pub(crate) index_fns: IndexFns<K>,
+    /// How the stored digests of index inputs are computed (shared with
+    /// [`DeltaFifo::prepare`](crate::DeltaFifo::prepare) through the
+    /// Indexer; replaced when indexes are added).
+    pub(crate) plan: Arc<DigestPlan<K>>,
     /// Ids of indexed objects (none are handed out while there is no index).
     ids: IdAllocator,
     /// Whether the master changed since the last publish.
@@ -58,6 +63,9 @@ impl<K> WriterState<K> {
             retired: Retired::default(),
             published,
             hasher,
+            plan: Arc::new(DigestPlan::new(
+                index_fns.iter().map(|(_, f)| f.clone()).collect(),
+            )),
             index_fns,
             ids: IdAllocator::default(),
             dirty: false,
@@ -158,6 +166,8 @@ impl<K> WriterState<K> {
                 |_| Stored {
                     object,
                     id: Some(id),
+                    // Computed at the object's next update.
+                    digest: Digest::NONE,
                 },
             );
         }
@@ -278,12 +288,25 @@ impl<K> WriteBatch<'_, K> {
     /// Stores `obj` under `key`, updating every index whose values changed.
     /// Returns the previous object.
     pub fn upsert(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        self.upsert_digested(key, obj, None)
+    }
+
+    /// [`upsert`](Self::upsert) with the digest of `obj`'s index inputs
+    /// computed earlier (taken when computed in the current epoch).
+    pub(crate) fn upsert_digested(
+        &mut self,
+        key: ObjectKey,
+        obj: Arc<K>,
+        early: Option<EarlyDigest>,
+    ) -> Option<Arc<K>> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
         state.dirty = true;
         let indexed = !state.index_fns.is_empty();
+        let digest = state.plan.resolve(early, &obj);
         let (ids, mut new_id, mut id) = (&mut state.ids, None, None);
+        let mut same_inputs = false;
         // One walk: a replaced object's id carries over to the new one.
         let replaced = state.master.objects.insert_with(
             state.generation,
@@ -292,13 +315,17 @@ impl<K> WriteBatch<'_, K> {
             key.clone(),
             |old| {
                 id = match old {
-                    Some(old) => old.id,
+                    Some(old) => {
+                        same_inputs = digest.same_inputs(old.digest);
+                        old.id
+                    }
                     None if indexed => Some(*new_id.insert(ids.take())),
                     None => None,
                 };
                 Stored {
                     object: Arc::clone(&obj),
                     id,
+                    digest,
                 }
             },
         );
@@ -310,7 +337,7 @@ impl<K> WriteBatch<'_, K> {
             state.file_id(id, hash, &key);
         }
         if let Some(id) = id {
-            self.reindex(&key, id, old.as_deref(), Some(&obj));
+            self.reindex(&key, id, old.as_deref(), Some(&obj), same_inputs);
         }
         old
     }
@@ -320,7 +347,7 @@ impl<K> WriteBatch<'_, K> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let state = &mut *self.state;
         let hash = state.hash(key.as_str());
-        let Stored { object, id } = state.master.objects.remove(
+        let Stored { object, id, .. } = state.master.objects.remove(
             state.generation,
             &mut state.retired.objects,
             hash,
@@ -331,7 +358,7 @@ impl<K> WriteBatch<'_, K> {
             return Some(object);
         };
         let failures = self.counters.index_fn_failures.load(Ordering::Relaxed);
-        self.reindex(key, id, Some(&object), None);
+        self.reindex(key, id, Some(&object), None, false);
         let state = &mut *self.state;
         state
             .master
@@ -348,12 +375,23 @@ impl<K> WriteBatch<'_, K> {
     }
 
     /// Moves object `id` (stored under `key`) between index values as its
-    /// values change from `old`'s to `new`'s.
-    fn reindex(&mut self, key: &ObjectKey, id: u32, old: Option<&K>, new: Option<&K>) {
+    /// values change from `old`'s to `new`'s. With `same_inputs` (the
+    /// update's digest matched the stored one) the indexes that declare
+    /// their inputs are left as they are without reading `old`.
+    fn reindex(
+        &mut self,
+        key: &ObjectKey,
+        id: u32,
+        old: Option<&K>,
+        new: Option<&K>,
+        same_inputs: bool,
+    ) {
         let (mut edit, index_fns) = self.state.index_edit();
         for (i, (name, f)) in index_fns.iter().enumerate() {
             if let (Some(old), Some(new)) = (old, new)
-                && (std::ptr::eq(old, new) || f.known_unchanged(old, new))
+                && ((same_inputs && f.has_digest())
+                    || std::ptr::eq(old, new)
+                    || f.known_unchanged(old, new))
             {
                 continue;
             }

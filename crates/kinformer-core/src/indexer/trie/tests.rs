@@ -204,13 +204,14 @@ fn many_keys_every_hash_kind() {
     }
 }
 
-/// The cache's slots: an object's entry (hash, thin key, object, id) and
-/// an id table entry are 32 bytes, a slot with its tag 40 (as the objects
-/// trie's slot was with a 16-byte key and no id).
+/// The cache's slots: an object's entry (hash, thin key, object, id, and
+/// the 16-byte digest of its index inputs) is 48 bytes, a slot with its tag
+/// too (its tag fits in a niche); an id table entry is 32 bytes, its slot
+/// 40.
 #[test]
-fn cache_slots_are_40_bytes() {
+fn cache_slots_are_48_and_40_bytes() {
     use crate::ObjectKey;
     use crate::indexer::snapshot::Stored;
-    assert_eq!(size_of::<super::Slot<ObjectKey, Stored<u32>>>(), 40);
+    assert_eq!(size_of::<super::Slot<ObjectKey, Stored<u32>>>(), 48);
     assert_eq!(size_of::<super::Slot<u32, (u64, ObjectKey)>>(), 40);
 }

@@ -137,32 +137,6 @@ fn add_indexers_after_objects_exist() {
     );
 }
 
-/// An index filing ConfigMaps under their `zone` data value, counting how
-/// often its values are computed; with `digest`, it declares the data as
-/// its inputs.
-fn zone_index(computed: &Arc<AtomicUsize>, digest: bool) -> IndexFn<ConfigMap> {
-    let computed = Arc::clone(computed);
-    let f = IndexFn::new(move |o: &ConfigMap| {
-        computed.fetch_add(1, Ordering::Relaxed);
-        o.data
-            .iter()
-            .flatten()
-            .filter(|(k, _)| *k == "zone")
-            .map(|(_, v)| v.clone())
-            .collect()
-    });
-    if digest {
-        return f.with_digest(|o: &ConfigMap, mut h| o.data.hash(&mut h));
-    }
-    f
-}
-
-fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
-    let mut o = cm(name, rv);
-    o.data = Some([("zone".to_string(), zone.to_string())].into());
-    o
-}
-
 /// An update whose index inputs hash to the stored digest leaves the object
 /// filed where it was without computing either object's values; an index
 /// without a digest computes both; changed inputs move the object; an
@@ -170,9 +144,11 @@ fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
 #[test]
 fn an_update_with_the_stored_digest_of_its_index_inputs_keeps_its_index_values() {
     for digest in [true, false] {
-        let computed = Arc::new(AtomicUsize::new(0));
-        let indexer: Indexer<ConfigMap> =
-            Indexer::new(vec![("zone".into(), zone_index(&computed, digest))]);
+        let (computed, threads) = (Arc::new(AtomicUsize::new(0)), Threads::default());
+        let indexer: Indexer<ConfigMap> = Indexer::new(vec![(
+            "zone".into(),
+            zone_index(&computed, digest.then_some(&threads)),
+        )]);
         seed_cache(&indexer, &[cm_zone("a", 1, "z1")]);
         assert_eq!(
             computed.load(Ordering::Relaxed),
@@ -190,7 +166,10 @@ fn an_update_with_the_stored_digest_of_its_index_inputs_keeps_its_index_values()
 
         let later = Arc::new(AtomicUsize::new(0));
         indexer
-            .add_indexers(vec![("zone-later".into(), zone_index(&later, true))])
+            .add_indexers(vec![(
+                "zone-later".into(),
+                zone_index(&later, Some(&threads)),
+            )])
             .unwrap();
         seed_cache(&indexer, &[cm_zone("a", 4, "z3")]);
         seed_cache(&indexer, &[cm_zone("a", 5, "z3")]);
@@ -206,7 +185,7 @@ fn an_update_with_the_stored_digest_of_its_index_inputs_keeps_its_index_values()
 #[test]
 fn a_panicking_digest_function_falls_back_to_computing_values() {
     let computed = Arc::new(AtomicUsize::new(0));
-    let panics = zone_index(&computed, false).with_digest(|o: &ConfigMap, mut h| {
+    let panics = zone_index(&computed, None).with_digest(|o: &ConfigMap, mut h| {
         assert_ne!(o.metadata.name.as_deref(), Some("bad"), "boom");
         o.data.hash(&mut h)
     });

@@ -623,38 +623,6 @@ fn every_late_registration_gets_its_replay_and_syncs() {
     inf.shutdown();
 }
 
-/// An index of ConfigMaps by their `zone` data value that counts how often
-/// its values are computed, and records the threads its digest runs on.
-fn zone_index(
-    computed: &Arc<AtomicUsize>,
-    digested_on: &Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
-) -> kinformer_core::IndexFn<ConfigMap> {
-    use std::hash::Hash;
-    let (computed, digested_on) = (Arc::clone(computed), Arc::clone(digested_on));
-    kinformer_core::IndexFn::new(move |o: &ConfigMap| {
-        computed.fetch_add(1, Ordering::Relaxed);
-        o.data
-            .iter()
-            .flatten()
-            .filter(|(k, _)| *k == "zone")
-            .map(|(_, v)| v.clone())
-            .collect()
-    })
-    .with_digest(move |o: &ConfigMap, mut h| {
-        digested_on
-            .lock()
-            .unwrap()
-            .push(std::thread::current().id());
-        o.data.hash(&mut h)
-    })
-}
-
-fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
-    let mut o = cm(name, rv);
-    o.data = Some([("zone".to_string(), zone.to_string())].into());
-    o
-}
-
 /// Objects queued through `prepare` carry the digest of their index inputs
 /// computed on the producing thread: the pool threads never run the digest
 /// function, and an update with the same inputs computes no values. A
@@ -663,11 +631,14 @@ fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
 #[test]
 fn digests_prepared_by_the_producer_spare_the_pool_reading_the_old_object() {
     let computed = Arc::new(AtomicUsize::new(0));
-    let digested_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let digested_on = Threads::default();
     let inf = SharedIndexInformer::builder()
         .name("digests")
         .threads(2)
-        .indexers(vec![("zone".into(), zone_index(&computed, &digested_on))])
+        .indexers(vec![(
+            "zone".into(),
+            zone_index(&computed, Some(&digested_on)),
+        )])
         .build();
     let indexer = inf.indexer();
     inf.start().unwrap();
@@ -692,9 +663,12 @@ fn digests_prepared_by_the_producer_spare_the_pool_reading_the_old_object() {
 
     // Prepared in one epoch, written in the next.
     let early = inf.queue().prepare(cm_zone("a", 4, "z3")).unwrap();
-    let (later, later_on) = (Arc::new(AtomicUsize::new(0)), Arc::new(Default::default()));
-    inf.add_indexers(vec![("zone-later".into(), zone_index(&later, &later_on))])
-        .unwrap();
+    let (later, later_on) = (Arc::new(AtomicUsize::new(0)), Threads::default());
+    inf.add_indexers(vec![(
+        "zone-later".into(),
+        zone_index(&later, Some(&later_on)),
+    )])
+    .unwrap();
     inf.queue()
         .push_observed([(kinformer_core::Observed::Updated, early)])
         .unwrap();

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -33,6 +34,46 @@ pub fn cm_labels(name: &str, rv: u64, labels: &[(&str, &str)]) -> ConfigMap {
         },
         ..Default::default()
     }
+}
+
+/// A ConfigMap whose `zone` data value is `zone`.
+pub fn cm_zone(name: &str, rv: u64, zone: &str) -> ConfigMap {
+    let mut o = cm(name, rv);
+    o.data = Some([("zone".to_string(), zone.to_string())].into());
+    o
+}
+
+/// Threads a digest function ran on.
+pub type Threads = Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>;
+
+/// An index of ConfigMaps by their `zone` data value that counts how often
+/// its values are computed; with `digested_on`, it declares the data as its
+/// inputs and records the threads its digest runs on.
+pub fn zone_index(
+    computed: &Arc<AtomicUsize>,
+    digested_on: Option<&Threads>,
+) -> kinformer_core::IndexFn<ConfigMap> {
+    use std::hash::Hash;
+    let computed = Arc::clone(computed);
+    let f = kinformer_core::IndexFn::new(move |o: &ConfigMap| {
+        computed.fetch_add(1, Ordering::Relaxed);
+        o.data
+            .iter()
+            .flatten()
+            .filter(|(k, _)| *k == "zone")
+            .map(|(_, v)| v.clone())
+            .collect()
+    });
+    let Some(digested_on) = digested_on.cloned() else {
+        return f;
+    };
+    f.with_digest(move |o: &ConfigMap, mut h| {
+        digested_on
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        o.data.hash(&mut h)
+    })
 }
 
 pub fn key(name: &str) -> ObjectKey {

@@ -8,7 +8,9 @@
 //! private modules `trie` and `reclaim`; node buffers are reused per
 //! thread through `slot_cache`), and publish it with a single atomic
 //! pointer swap. Indexes map each value to a set of dense object ids (the
-//! private module `idset`).
+//! private module `idset`); each object's entry carries a digest of its
+//! index inputs, so an update that keeps them need not read the replaced
+//! object (the private module `digest`).
 
 mod digest;
 mod idset;

@@ -180,6 +180,25 @@ fn an_update_with_the_stored_digest_of_its_index_inputs_keeps_its_index_values()
     }
 }
 
+/// Writing the cached object again (a resync) keeps its digest without
+/// running the digest function: its inputs are not read.
+#[test]
+fn rewriting_the_cached_object_keeps_its_digest_unread() {
+    let (computed, threads) = (Arc::new(AtomicUsize::new(0)), Threads::default());
+    let indexer: Indexer<ConfigMap> =
+        Indexer::new(vec![("zone".into(), zone_index(&computed, Some(&threads)))]);
+    let a = Arc::new(cm_zone("a", 1, "z1"));
+    for _ in 0..3 {
+        indexer.write(|w| w.upsert(key("a"), Arc::clone(&a)));
+    }
+    assert_eq!(threads.lock().unwrap().len(), 1, "digested once");
+    assert_eq!(computed.load(Ordering::Relaxed), 1);
+    indexer.write(|w| w.upsert(key("a"), Arc::new(cm_zone("a", 2, "z1"))));
+    assert_eq!(threads.lock().unwrap().len(), 2);
+    assert_eq!(computed.load(Ordering::Relaxed), 1, "same inputs");
+    assert_eq!(sorted_names(indexer.by_index("zone", "z1").unwrap()), ["a"]);
+}
+
 /// A digest function that panics is not fatal: the Indexer compares the
 /// objects' values instead, and the index follows every change.
 #[test]

@@ -279,8 +279,9 @@ impl<K: Resource> DeltaFifo<K> {
         let mut st = self.lock();
         st.populated = true;
         for (what, p) in changes {
-            let digest = ObjectDigest::of(&p.object, p.digest);
-            self.enqueue(&mut st, p.key, what.delta(p.object), false, Some(digest));
+            // A deletion's object is never written: no digest to carry.
+            let digest = (what != Observed::Deleted).then(|| ObjectDigest::of(&p.object, p.digest));
+            self.enqueue(&mut st, p.key, what.delta(p.object), false, digest);
         }
         Ok(())
     }

@@ -304,8 +304,7 @@ impl<K> WriteBatch<'_, K> {
         let hash = state.hash(key.as_str());
         state.dirty = true;
         let indexed = !state.index_fns.is_empty();
-        let digest = state.plan.resolve(early, &obj);
-        let (ids, mut new_id, mut id) = (&mut state.ids, None, None);
+        let (ids, plan, mut new_id, mut id) = (&mut state.ids, &state.plan, None, None);
         let mut same_inputs = false;
         // One walk: a replaced object's id carries over to the new one.
         let replaced = state.master.objects.insert_with(
@@ -314,6 +313,12 @@ impl<K> WriteBatch<'_, K> {
             hash,
             key.clone(),
             |old| {
+                // The cached object again (a resync) keeps its digest
+                // without its inputs being read.
+                let digest = match old {
+                    Some(old) if Arc::ptr_eq(&old.object, &obj) => old.digest,
+                    _ => plan.resolve(early, &obj),
+                };
                 id = match old {
                     Some(old) => {
                         same_inputs = digest.same_inputs(old.digest);

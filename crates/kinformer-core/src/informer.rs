@@ -36,6 +36,7 @@ pub struct InformerBuilder<K> {
     transform: Option<Transform<K>>,
     indexers: Indexers<K>,
     default_resync: Option<Duration>,
+    trickle_linger: Duration,
 }
 
 impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
@@ -52,11 +53,22 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
     }
 
     /// Most keys a processor thread applies in one published batch
-    /// (default 4096). A batch takes only the keys already waiting, so at
-    /// a steady event rate batches stay small (low latency) and only a bulk
-    /// load (an initial list) fills it, publishing fewer snapshots.
+    /// (default 4096). A batch takes only the keys already waiting (after
+    /// the [trickle linger](Self::trickle_linger)), so at a steady event
+    /// rate batches stay small (low latency) and only a bulk load (an
+    /// initial list) fills it, publishing fewer snapshots.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
+        self
+    }
+
+    /// How long a processor thread woken for fewer than
+    /// [`TRICKLE_KEYS`](crate::fifo::TRICKLE_KEYS) keys lets more gather
+    /// before it applies them (default
+    /// [`TRICKLE_LINGER`](crate::fifo::TRICKLE_LINGER), 50 µs; zero
+    /// disables it). See [`DeltaFifo::set_trickle_linger`].
+    pub fn trickle_linger(mut self, linger: Duration) -> Self {
+        self.trickle_linger = linger;
         self
     }
 
@@ -85,6 +97,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
         let indexer = Indexer::new(self.indexers);
         let reclaimer = indexer.reclaimer_slot();
         let fifo = Arc::new(DeltaFifo::new(indexer.clone(), self.transform));
+        fifo.set_trickle_linger(self.trickle_linger);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         SharedIndexInformer {
             inner: Arc::new(Inner {
@@ -191,6 +204,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
             transform: None,
             indexers: Vec::new(),
             default_resync: None,
+            trickle_linger: crate::fifo::TRICKLE_LINGER,
         }
     }
 

@@ -217,6 +217,36 @@ fn transformer_applied_to_adds_updates_replaces_but_not_tombstones() {
     );
 }
 
+/// A consumer that waited and was woken for fewer than `TRICKLE_KEYS` keys
+/// lets more gather for the trickle linger before it takes them: a key
+/// queued during the linger comes in the same batch. With the linger off
+/// the woken consumer takes what it was woken for at once.
+#[test]
+fn a_consumer_woken_by_a_trickle_gathers_keys_during_the_linger() {
+    let spawn_consumer = |f: &Arc<DeltaFifo<ConfigMap>>| {
+        let f = Arc::clone(f);
+        let consumer = std::thread::spawn(move || f.pop_batch(64).unwrap().len());
+        // Long enough for the consumer to be waiting on the line.
+        std::thread::sleep(Duration::from_millis(200));
+        consumer
+    };
+    let f = Arc::new(fifo().0);
+    f.set_trickle_linger(Duration::from_secs(2));
+    let consumer = spawn_consumer(&f);
+    f.add(cm("a", 1)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    f.add(cm("b", 2)).unwrap();
+    assert_eq!(consumer.join().unwrap(), 2, "b joined a's batch");
+
+    let f = Arc::new(fifo().0);
+    f.set_trickle_linger(Duration::ZERO);
+    let consumer = spawn_consumer(&f);
+    let start = std::time::Instant::now();
+    f.add(cm("a", 1)).unwrap();
+    assert_eq!(consumer.join().unwrap(), 1);
+    assert!(start.elapsed() < Duration::from_secs(1), "popped at once");
+}
+
 #[test]
 fn pop_unblocks_on_close() {
     let (f, _) = fifo();

@@ -40,6 +40,18 @@ pub const LIST_LINGER: Duration = Duration::from_millis(10);
 /// metadata-only sync: ~8% faster in interleaved runs, session 5).
 pub const LIST_BATCH_FACTOR: usize = 4;
 
+/// How long [`DeltaFifo::pop_batch`] lets keys gather, by default, after it
+/// had to wait for the first ones and got fewer than [`TRICKLE_KEYS`]: a
+/// producer queueing one key at a time otherwise wakes a consumer per key,
+/// each woken consumer publishes a batch of one or two, and the fixed cost
+/// of a batch (the Indexer's publish, the handlers' hand-over) is paid per
+/// key. See [`DeltaFifo::set_trickle_linger`].
+pub const TRICKLE_LINGER: Duration = Duration::from_micros(50);
+
+/// Below this many keys a batch popped after a wait lingers (see
+/// [`TRICKLE_LINGER`]).
+pub const TRICKLE_KEYS: usize = 32;
+
 mod line;
 mod replace;
 
@@ -218,6 +230,8 @@ pub struct DeltaFifo<K> {
     known: Indexer<K>,
     transform: Option<Transform<K>>,
     counters: Counters,
+    /// See [`DeltaFifo::set_trickle_linger`] (nanoseconds).
+    trickle_linger_ns: AtomicU64,
 }
 
 impl<K: Resource> DeltaFifo<K> {
@@ -241,6 +255,7 @@ impl<K: Resource> DeltaFifo<K> {
             known,
             transform,
             counters: Counters::default(),
+            trickle_linger_ns: AtomicU64::new(nanos(TRICKLE_LINGER)),
         }
     }
 
@@ -431,22 +446,42 @@ impl<K> DeltaFifo<K> {
             // Keys left at the front come first; runs still in the channel
             // after them.
             let mut keys = self.take_front(max);
-            if keys.is_empty() {
+            self.line.gather(&mut keys, max);
+            let waited = keys.is_empty();
+            if waited {
                 select! {
                     recv(self.line.receiver()) -> run => run.ok()?.append_to(&mut keys),
                     recv(self.close_rx) -> _ => return None,
                 }
+                self.line.gather(&mut keys, max);
             }
-            self.line.gather(&mut keys, max);
             if keys.len() < max && listing {
                 self.line
                     .gather_until(&mut keys, max, Instant::now() + LIST_LINGER);
+            } else if waited && keys.len() < TRICKLE_KEYS.min(max) {
+                let linger = self.trickle_linger_ns.load(Ordering::Relaxed);
+                if linger > 0 {
+                    // Sleeping, not waiting on the channel: the producer's
+                    // sends meanwhile find no consumer to wake.
+                    std::thread::sleep(Duration::from_nanos(linger));
+                    self.line.gather(&mut keys, max);
+                }
             }
             let batch = self.take_from_line(keys, max);
             if !batch.is_empty() {
                 return Some(batch);
             }
         }
+    }
+
+    /// How long [`pop_batch`](Self::pop_batch) lets more keys gather when it
+    /// had to wait and was handed fewer than [`TRICKLE_KEYS`] (default
+    /// [`TRICKLE_LINGER`]; zero pops them at once). A longer linger makes
+    /// larger batches out of a trickle of changes, and delays each change
+    /// by up to that much.
+    pub fn set_trickle_linger(&self, linger: Duration) {
+        self.trickle_linger_ns
+            .store(nanos(linger), Ordering::Relaxed);
     }
 
     /// Takes what is waiting without blocking (up to `max` keys).
@@ -588,4 +623,9 @@ impl<K> DeltaFifo<K> {
             transform_panics: c.transform_panics.load(Ordering::Relaxed),
         }
     }
+}
+
+/// `d` in nanoseconds (saturating).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

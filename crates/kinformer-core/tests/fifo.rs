@@ -238,11 +238,11 @@ fn a_consumer_woken_by_a_trickle_gathers_keys_during_the_linger() {
     f.add(cm("b", 2)).unwrap();
     assert_eq!(consumer.join().unwrap(), 2, "b joined a's batch");
 
-    let f = Arc::new(fifo().0);
+    // Zero replaces the 2 s linger set above.
     f.set_trickle_linger(Duration::ZERO);
     let consumer = spawn_consumer(&f);
     let start = std::time::Instant::now();
-    f.add(cm("a", 1)).unwrap();
+    f.add(cm("c", 3)).unwrap();
     assert_eq!(consumer.join().unwrap(), 1);
     assert!(start.elapsed() < Duration::from_secs(1), "popped at once");
 }

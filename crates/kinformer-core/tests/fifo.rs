@@ -247,6 +247,29 @@ fn a_consumer_woken_by_a_trickle_gathers_keys_during_the_linger() {
     assert!(start.elapsed() < Duration::from_secs(1), "popped at once");
 }
 
+/// A close ends a trickle linger at once: the lingering consumer hands out
+/// the keys it took, and the next pop returns `None`.
+#[test]
+fn a_close_ends_a_trickle_linger() {
+    let f = Arc::new(fifo().0);
+    f.set_trickle_linger(Duration::from_secs(30));
+    let consumer = {
+        let f = Arc::clone(&f);
+        std::thread::spawn(move || (f.pop_batch(64).map(|b| b.len()), f.pop_batch(64).is_none()))
+    };
+    // Long enough for the consumer to be waiting on the line.
+    std::thread::sleep(Duration::from_millis(200));
+    f.add(cm("a", 1)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let start = std::time::Instant::now();
+    f.close();
+    assert_eq!(consumer.join().unwrap(), (Some(1), true));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the close ended the linger"
+    );
+}
+
 #[test]
 fn pop_unblocks_on_close() {
     let (f, _) = fifo();

@@ -27,11 +27,11 @@ perf sched timehist -i "$O.data" -I 2>/dev/null | awk 'NR > 3 {
   }
   if ($3 == "<idle>") {
     ms = $NF; pending[cpu] = ms
-    b = ms > 1 ? "> 1 ms" : ms > 0.2 ? "0.2-1 ms" : ms > 0.05 ? "0.05-0.2 ms" : "< 0.05 ms"
+    b = ms > 1 ? ">1ms" : ms > 0.2 ? "0.2-1ms" : ms > 0.05 ? "0.05-0.2ms" : "<0.05ms"
     n[b]++; s[b] += ms
   }
 }
 END {
-  for (b in n) printf "idle periods %-12s %5d, %8.1f ms\n", b, n[b], s[b]
+  for (b in n) printf "idle periods %-10s %5d times, %8.1f ms\n", b, n[b], s[b]
   for (k in ended) printf "ended by %-18s %5d times, %8.1f ms idle before\n", k, count[k], ended[k]
 }' | sort -k1,1 -k6,6nr

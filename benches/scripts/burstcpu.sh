@@ -45,5 +45,5 @@ echo "$c0 $c1" | awk -v n="$N" '{
   for (k in d) printf "machine:%s %d ticks %.2f us/update\n", k, d[k], d[k] * 10000 / n }'
 join "$a" "$b" | awk -v n="$N" '{d=$3-$2; if (d>0) printf "%s %d ticks %.2f us/update\n", $1, d, d*10000/n}' | sort -k2 -nr
 wait $lt
-grep -E "updates/s|matches" "$log"
+grep -E "updates/s|matches|deltas per batch" "$log"
 rm -f "$log" "$a" "$b" "$t"

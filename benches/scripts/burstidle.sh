@@ -17,7 +17,7 @@ while ! grep -q "^released:" "$O.log" 2>/dev/null; do sleep 0.01; kill -0 $lt 2>
 sleep 0.5
 perf sched record -o "$O.data" -- sleep 2 > /dev/null 2>&1
 wait $lt
-grep -E "updates/s|matches" "$O.log"
+grep -E "updates/s|matches|deltas per batch" "$O.log"
 perf sched timehist -i "$O.data" -s 2>/dev/null | sed -n '/Idle stats/,/^$/p'
 # timehist -I rows: time, [cpu], task, wait, sched delay, run time (ms).
 perf sched timehist -i "$O.data" -I 2>/dev/null | awk 'NR > 3 {

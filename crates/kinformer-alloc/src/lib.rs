@@ -25,6 +25,8 @@
 //!   indexer's trie node cache).
 //! - [`hot`]: blocks a thread freed outside the scopes, handed out again
 //!   first (decode threads opt in).
+//! - [`own`]: chunks a thread gave back, kept for its own next takes
+//!   (decode threads opt in).
 //! - [`whole`]: an object's chunk given back at once instead of its parts
 //!   freed one by one.
 //!
@@ -39,6 +41,8 @@ pub mod count;
 pub mod global;
 #[cfg(not(loom))]
 pub mod hot;
+#[cfg(not(loom))]
+pub mod own;
 #[cfg(not(loom))]
 pub mod prefetch;
 #[cfg(not(loom))]

@@ -286,6 +286,9 @@ fn work(rx: &Receiver<Job>) {
     // The objects this thread frees are replaced by the ones it decodes
     // next: their `Arc` blocks are reused while still in the cache.
     let _kept = kinformer_alloc::hot::keep_freed_blocks();
+    // Likewise the chunks of the objects it frees: the objects it decodes
+    // next are its own keys' newer versions.
+    let _own = kinformer_alloc::own::keep_own_chunks();
     while let Ok(job) = rx.recv() {
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
             let msg = p

@@ -44,6 +44,11 @@ impl KeptBytes {
     pub(crate) fn get(&self) -> usize {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Stores the slot's thread's kept bytes (only that thread calls it).
+    fn set(&self, bytes: usize) {
+        self.0.store(bytes, Ordering::Relaxed);
+    }
 }
 
 /// Which slots are taken by a living guard.
@@ -127,7 +132,7 @@ impl Drop for OwnChunks {
                     chunk = next;
                 }
             }
-            region.kept(lists.slot).0.store(0, Ordering::Relaxed);
+            region.kept(lists.slot).set(0);
         }
         CLAIMED[lists.slot].store(false, Ordering::Release);
     }
@@ -177,7 +182,7 @@ pub(crate) unsafe fn keep(region: &'static Region, class: usize, chunk: usize) -
     *head = chunk;
     *bytes += size;
     lists.total += size;
-    region.kept(lists.slot).0.store(lists.total, Ordering::Relaxed);
+    region.kept(lists.slot).set(lists.total);
     true
 }
 
@@ -204,7 +209,7 @@ pub(crate) fn take(region: &Region, class: usize) -> Option<usize> {
         *bytes -= size;
     }
     lists.total -= size;
-    region.kept(lists.slot).0.store(lists.total, Ordering::Relaxed);
+    region.kept(lists.slot).set(lists.total);
     if next != 0 {
         crate::region::prefetch_next(next, class);
     }
@@ -251,7 +256,11 @@ mod tests {
         give_back(&REGION, &chunks);
         let size = chunk_size(3);
         assert_eq!(kept_bytes(), 4 * size);
-        assert_eq!(REGION.stats().free_bytes, 4 * size, "kept bytes count as free");
+        assert_eq!(
+            REGION.stats().free_bytes,
+            4 * size,
+            "kept bytes count as free"
+        );
 
         let elsewhere = taken_elsewhere(&REGION, 3, 2);
         assert!(elsewhere.iter().all(|c| !chunks.contains(c)), "new chunks");

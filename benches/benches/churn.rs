@@ -1,4 +1,4 @@
-//! Two decode threads replacing the objects of their own keys, as the
+//! Decode threads (two, and four) replacing the objects of their own keys, as the
 //! decode pool does through a burst of updates over a large cache: each
 //! replacement decodes a metadata-only Pod watch line into an object-arena
 //! chunk and releases the version it replaces (decoded long ago, cold,
@@ -32,8 +32,9 @@ type Meta = PartialObjectMeta<Pod>;
 /// Replacements per measured iteration, both threads together.
 const ROUND: usize = 100_000;
 
-/// The decode threads.
-const THREADS: usize = 2;
+/// The decode threads: as many as the load test's pool on this machine's
+/// two cores, and twice that (threads descheduled while they hold a lock).
+const THREADS: [usize; 2] = [2, 4];
 
 /// The criterion group of this bench.
 const GROUP: &str = "arena_churn";
@@ -141,20 +142,24 @@ fn churn(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Elements(ROUND as u64));
-    for (name, own) in [("shared_lists", false), ("own_lists", true)] {
-        if !filter::selected_by(&args, &format!("{GROUP}/{name}/{objects}")) {
+    let configs = THREADS
+        .into_iter()
+        .flat_map(|t| [("shared_lists", false, t), ("own_lists", true, t)]);
+    for (name, own, threads) in configs {
+        let param = format!("{threads}_threads");
+        if !filter::selected_by(&args, &format!("{GROUP}/{name}/{param}")) {
             continue;
         }
-        let workers: Vec<Worker> = (0..THREADS)
-            .map(|t| Worker::start(0x9e37_79b9 + t as u64, objects / THREADS, own))
+        let workers: Vec<Worker> = (0..threads)
+            .map(|t| Worker::start(0x9e37_79b9 + t as u64, objects / threads, own))
             .collect();
-        group.bench_function(BenchmarkId::new(name, objects), |b| {
+        group.bench_function(BenchmarkId::new(name, &param), |b| {
             b.iter_custom(|iters| {
                 let start = Instant::now();
                 for _ in 0..iters {
                     for w in &workers {
                         if let Some(orders) = &w.orders {
-                            orders.send(ROUND / THREADS).expect("the worker waits");
+                            orders.send(ROUND / threads).expect("the worker waits");
                         }
                     }
                     for w in &workers {
@@ -165,7 +170,7 @@ fn churn(c: &mut Criterion) {
             });
         });
         let cut = kinformer_alloc::region::REGION.stats().cut_bytes;
-        eprintln!("{GROUP}/{name}: {} MiB of chunks cut", cut >> 20);
+        eprintln!("{GROUP}/{name}/{param}: {} MiB of chunks cut", cut >> 20);
         drop(workers);
     }
     group.finish();

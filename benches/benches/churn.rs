@@ -93,7 +93,7 @@ impl Worker {
                     next = rng.below(held);
                     // As the reclaimer does, one object ahead.
                     prefetch_object(&objects[next]);
-                    let line = &lines[next % lines.len()];
+                    let line = &lines[i % lines.len()];
                     let old = std::mem::replace(&mut objects[i], decode(&decoders, line));
                     // SAFETY: a decoded object, owned here, nothing else
                     // refers to it (the reclaimer's contract).

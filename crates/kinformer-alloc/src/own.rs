@@ -241,6 +241,12 @@ mod tests {
         }
     }
 
+    /// `chunks`, in address order.
+    fn sorted(mut chunks: Vec<usize>) -> Vec<usize> {
+        chunks.sort_unstable();
+        chunks
+    }
+
     /// What another thread, keeping no chunks, takes of `class`.
     fn taken_elsewhere(region: &'static Region, class: usize, n: usize) -> Vec<usize> {
         std::thread::spawn(move || take_n(region, class, n))
@@ -284,11 +290,11 @@ mod tests {
         assert_eq!(kept_bytes(), fit * size);
         assert_eq!(REGION.stats().free_bytes, (fit + 3) * size);
 
-        let mut elsewhere = taken_elsewhere(&REGION, 10, 3);
-        elsewhere.sort_unstable();
-        let mut past = chunks[fit..].to_vec();
-        past.sort_unstable();
-        assert_eq!(elsewhere, past, "the three past the limit are shared");
+        assert_eq!(
+            sorted(taken_elsewhere(&REGION, 10, 3)),
+            sorted(chunks[fit..].to_vec()),
+            "the three past the limit are shared"
+        );
         drop(own);
     }
 
@@ -304,11 +310,7 @@ mod tests {
         assert_eq!(kept_bytes(), 0);
         assert_eq!(REGION.stats().free_bytes, free, "still free, now shared");
 
-        let mut elsewhere = taken_elsewhere(&REGION, 20, 3);
-        elsewhere.sort_unstable();
-        let mut mine = chunks;
-        mine.sort_unstable();
-        assert_eq!(elsewhere, mine);
+        assert_eq!(sorted(taken_elsewhere(&REGION, 20, 3)), sorted(chunks));
         assert_eq!(REGION.stats().free_bytes, 0);
     }
 

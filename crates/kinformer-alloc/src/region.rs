@@ -273,7 +273,7 @@ impl Region {
         };
         let mut head = span.free.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the chunk is ours (the caller's contract).
-        unsafe { (*(chunk as *mut Header)).next = *head };
+        unsafe { Self::set_next(chunk, *head) };
         *head = chunk;
         span.free_len.fetch_add(1, Ordering::Relaxed);
     }
@@ -305,8 +305,7 @@ impl Region {
         unsafe { (*(chunk as *const Header)).next }
     }
 
-    /// Links the free chunk `chunk` to `next` (its header written here when
-    /// the chunk was never handed out).
+    /// Links the free chunk `chunk` to `next`, the chunk after it on a list.
     ///
     /// # Safety
     /// `chunk` is free and nobody else's to link.
@@ -327,7 +326,7 @@ impl Region {
             return None;
         }
         // SAFETY: chunks on the list are free and hold a written header.
-        let next = unsafe { (*(chunk as *const Header)).next };
+        let next = unsafe { Self::next_of(chunk) };
         *head = next;
         span.free_len.fetch_sub(1, Ordering::Relaxed);
         drop(head);

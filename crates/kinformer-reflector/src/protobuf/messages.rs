@@ -107,17 +107,66 @@ pub(crate) struct ObjectMeta {
     pub finalizers: Vec<String>,
 }
 
+/// [`ObjectMeta`] as the decoders read it: without its two maps, which
+/// are read from their entries (see [`super::meta_layout`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ObjectMetaWithoutMaps {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub generate_name: String,
+    #[prost(string, tag = "3")]
+    pub namespace: String,
+    #[prost(string, tag = "5")]
+    pub uid: String,
+    #[prost(string, tag = "6")]
+    pub resource_version: String,
+    #[prost(int64, tag = "7")]
+    pub generation: i64,
+    #[prost(message, optional, tag = "8")]
+    pub creation_timestamp: Option<Time>,
+    #[prost(message, optional, tag = "9")]
+    pub deletion_timestamp: Option<Time>,
+    #[prost(int64, optional, tag = "10")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    #[prost(message, repeated, tag = "13")]
+    pub owner_references: Vec<OwnerReference>,
+    #[prost(string, repeated, tag = "14")]
+    pub finalizers: Vec<String>,
+}
+
 /// `meta/v1.ObjectMeta`'s lists alone, as slices of its bytes: read before
-/// the object is decoded into its arena chunk, so that the lists of
-/// [`ObjectMeta`] can be made at their exact length first (a vector grown
-/// element by element is left at up to four times its length, and the
-/// chunk keeps the space of every buffer it outgrew).
+/// the object is decoded into its arena chunk when the walk of
+/// [`super::meta_layout`] does not read the message, so that the lists of
+/// [`ObjectMetaWithoutMaps`] can be made at their exact length first (a
+/// vector grown element by element is left at up to four times its length,
+/// and the chunk keeps the space of every buffer it outgrew).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct ObjectMetaLists {
     #[prost(bytes = "bytes", repeated, tag = "13")]
     pub owner_references: Vec<Bytes>,
     #[prost(bytes = "bytes", repeated, tag = "14")]
     pub finalizers: Vec<Bytes>,
+}
+
+/// `meta/v1.ObjectMeta`'s two maps alone, as `prost` reads them (the slow
+/// path of [`super::meta_layout`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ObjectMetaMaps {
+    #[prost(btree_map = "string, string", tag = "11")]
+    pub labels: BTreeMap<String, String>,
+    #[prost(btree_map = "string, string", tag = "12")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One entry of a `map<string, string>` field, as `prost` reads it (the
+/// slow path of [`super::meta_layout`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StringEntry {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `meta/v1.ObjectMeta`'s `managedFields` alone.

@@ -9,6 +9,8 @@
 //!   equal to what the JSON encoding of the same object decodes to;
 //! - [`watch`]: watch frames and events;
 //! - [`list`]: LIST pages, their items decoded one by one;
+//! - `meta_layout`: one walk of an object's metadata for its lists' lengths
+//!   and its maps' entries;
 //! - [`encode`]: the other direction, for test servers (the simulator);
 //! - [`transcode`]: the same from an object's JSON `metadata`, without
 //!   k8s-openapi's types (what the simulator pays per object).
@@ -19,6 +21,7 @@
 pub mod encode;
 pub mod list;
 mod messages;
+mod meta_layout;
 pub mod object;
 pub mod transcode;
 pub mod watch;

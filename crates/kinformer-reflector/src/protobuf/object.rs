@@ -11,6 +11,7 @@ use kube_core::{PartialObjectMeta, TypeMeta};
 use prost::Message;
 
 use super::messages;
+use super::meta_layout::{Layout, Maps, maps_by_prost};
 use crate::error::ReflectorError;
 
 /// The four bytes before every enveloped object.
@@ -74,7 +75,19 @@ pub(crate) fn decode_outside_arena<K>(
 pub(crate) struct Unopened {
     types: Option<TypeMeta>,
     metadata: Bytes,
-    lists: messages::ObjectMetaLists,
+    /// The lengths of its lists and, when walked, where its maps lie.
+    lists: Lists,
+}
+
+/// What is read of an object's metadata before its scope opens.
+// The walked layout is the usual case and lives on the stack for one
+// decode; boxing it would cost an allocation per object.
+#[allow(clippy::large_enum_variant)]
+enum Lists {
+    /// Walked here (the usual case).
+    Walked(Layout),
+    /// Read by `prost` (maps then read by `prost` too).
+    ByProst(messages::ObjectMetaLists),
 }
 
 impl Unopened {
@@ -91,7 +104,12 @@ impl Unopened {
             .map_err(decode_error)?
             .metadata
             .unwrap_or_default();
-        let lists = messages::ObjectMetaLists::decode(metadata.clone()).map_err(decode_error)?;
+        let lists = match Layout::of(&metadata) {
+            Some(layout) => Lists::Walked(layout),
+            None => Lists::ByProst(
+                messages::ObjectMetaLists::decode(metadata.clone()).map_err(decode_error)?,
+            ),
+        };
         Ok(Self {
             types,
             metadata,
@@ -114,18 +132,27 @@ impl Unopened {
                     .managed_fields,
             )
         };
-        let mut fields = messages::ObjectMeta {
-            owner_references: Vec::with_capacity(self.lists.owner_references.len()),
-            finalizers: Vec::with_capacity(self.lists.finalizers.len()),
-            ..messages::ObjectMeta::default()
+        let (owner_references, finalizers) = match &self.lists {
+            Lists::Walked(l) => (l.owner_references, l.finalizers),
+            Lists::ByProst(l) => (l.owner_references.len(), l.finalizers.len()),
         };
-        fields.merge(self.metadata).map_err(decode_error)?;
+        let mut fields = messages::ObjectMetaWithoutMaps {
+            owner_references: Vec::with_capacity(owner_references),
+            finalizers: Vec::with_capacity(finalizers),
+            ..messages::ObjectMetaWithoutMaps::default()
+        };
+        fields.merge(&self.metadata[..]).map_err(decode_error)?;
+        let maps = match &self.lists {
+            Lists::Walked(layout) => layout.maps(&self.metadata),
+            Lists::ByProst(_) => maps_by_prost(&self.metadata),
+        }
+        .map_err(decode_error)?;
         Ok(PartialObjectMeta {
             types: self.types.as_ref().map(|t| TypeMeta {
                 api_version: t.api_version.clone(),
                 kind: t.kind.clone(),
             }),
-            metadata: object_meta(fields, managed)?,
+            metadata: object_meta(fields, maps, managed)?,
             _phantom: std::marker::PhantomData,
         })
     }
@@ -170,7 +197,8 @@ fn time(t: Option<messages::Time>) -> Result<Option<meta::Time>, ReflectorError>
 }
 
 fn object_meta(
-    m: messages::ObjectMeta,
+    m: messages::ObjectMetaWithoutMaps,
+    maps: Maps,
     managed: Option<Vec<messages::ManagedFieldsEntry>>,
 ) -> Result<meta::ObjectMeta, ReflectorError> {
     let owner_references = m
@@ -195,14 +223,14 @@ fn object_meta(
         None => None,
     };
     Ok(meta::ObjectMeta {
-        annotations: map(m.annotations),
+        annotations: map(maps.annotations),
         creation_timestamp: time(m.creation_timestamp)?,
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
         deletion_timestamp: time(m.deletion_timestamp)?,
         finalizers: list(m.finalizers),
         generate_name: text(m.generate_name),
         generation: (m.generation != 0).then_some(m.generation),
-        labels: map(m.labels),
+        labels: map(maps.labels),
         managed_fields,
         name: text(m.name),
         namespace: text(m.namespace),

@@ -188,10 +188,7 @@ mod tests {
 
     /// Both readings of `meta`: `prost`'s and ours (errors as `None`).
     fn both(meta: &[u8]) -> (Option<Maps>, Option<Maps>) {
-        let by_prost = ObjectMetaMaps::decode(meta).ok().map(|m| Maps {
-            labels: m.labels,
-            annotations: m.annotations,
-        });
+        let by_prost = maps_by_prost(meta).ok();
         let ours = match Layout::of(meta) {
             Some(layout) => layout.maps(meta).ok(),
             None => maps_by_prost(meta).ok(),

@@ -12,8 +12,9 @@ use bytes::{Bytes, BytesMut};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::Decoders;
+use kinformer_core::{DeltaFifo, Indexer, builtin_indexers};
 use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
+use kinformer_reflector::{Decoders, WatchEvent};
 use kinformer_sim::history::EventType;
 use kinformer_sim::object::{ObjMeta, StoredObject, metadata_range};
 use kube_core::PartialObjectMeta;
@@ -66,6 +67,26 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
+/// What a decode thread pays after the decode to hand the object to the
+/// queue (`DeltaFifo::prepare`: its key, the digest of the builtin indexes'
+/// inputs, its `Arc`), for the fixture's Pod without `managedFields`.
+fn prepare(c: &mut Criterion) {
+    let object = match decode_watch_frame::<Pod>(first_frame(), true).expect("decode") {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
+        other => panic!("an object event, not {other:?}"),
+    };
+    let fifo = DeltaFifo::new(Indexer::new(builtin_indexers()), None);
+    let mut group = per_object_group(c, "prepare");
+    group.bench_function("partial_object_meta_builtin_indexes", |b| {
+        b.iter_batched(
+            || object.clone(),
+            |o| fifo.prepare(o).expect("a key"),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
 /// What the simulator pays per object to answer a protobuf watch or LIST
 /// from its JSON (docs/benchmarks.md, session 33).
 fn sim_encode(c: &mut Criterion) {
@@ -101,5 +122,5 @@ fn sim_encode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode, sim_encode);
+criterion_group!(benches, decode, prepare, sim_encode);
 criterion_main!(benches);

@@ -154,20 +154,10 @@ fn field(buf: &[u8], key: u8) -> Option<(&[u8], &[u8])> {
     (len <= buf.len()).then(|| buf.split_at(len))
 }
 
-/// A base-128 varint of at most ten bytes at the start of `buf`, and what
-/// follows it.
-fn varint(buf: &[u8]) -> Option<(u64, &[u8])> {
-    let mut value = 0u64;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        if i == 9 && b > 1 {
-            return None; // more than 64 bits
-        }
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return Some((value, &buf[i + 1..]));
-        }
-    }
-    None
+/// A varint at the start of `buf` (read by `prost`), and what follows it.
+fn varint(mut buf: &[u8]) -> Option<(u64, &[u8])> {
+    let value = prost::encoding::decode_varint(&mut buf).ok()?;
+    Some((value, buf))
 }
 
 /// `bytes` as a `String` of its exact length, if valid UTF-8.

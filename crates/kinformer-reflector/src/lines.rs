@@ -8,11 +8,10 @@
 //! watch event of 2 KiB or more as a chunk of its own, so the task sends
 //! the chunks that are ready together, one message per run of them.
 
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::FutureExt;
-use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 /// Runs of chunks read ahead of the line splitter.
@@ -242,7 +241,9 @@ impl Drop for Lines {
 }
 
 /// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped:
-/// waits for a chunk, then takes those that are ready without waiting.
+/// waits for a chunk, then takes those that are ready in the same poll.
+/// The poll that finds nothing more ready registers this task's waker, so
+/// a run costs one `Pending` poll of the body, not one per chunk.
 async fn read_chunks<B>(mut body: B, tx: mpsc::Sender<Run>)
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin,
@@ -250,27 +251,26 @@ where
 {
     loop {
         let (mut chunks, mut bytes) = (Vec::new(), 0);
-        let mut end = None;
-        let mut next = body.frame().await;
-        loop {
-            match next {
-                None => end = Some(Ok(())),
-                Some(Err(e)) => end = Some(Err(e.to_string())),
-                Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        bytes += data.remaining();
-                        chunks.push(data.copy_to_bytes(data.remaining()));
+        let end = std::future::poll_fn(|cx| {
+            loop {
+                match std::pin::Pin::new(&mut body).poll_frame(cx) {
+                    Poll::Pending if chunks.is_empty() => return Poll::Pending,
+                    Poll::Pending => return Poll::Ready(None),
+                    Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if let Ok(mut data) = frame.into_data() {
+                            bytes += data.remaining();
+                            chunks.push(data.copy_to_bytes(data.remaining()));
+                        }
+                        if bytes >= MAX_RUN_BYTES || chunks.len() >= MAX_RUN_CHUNKS {
+                            return Poll::Ready(None);
+                        }
                     }
                 }
             }
-            if end.is_some() || bytes >= MAX_RUN_BYTES || chunks.len() >= MAX_RUN_CHUNKS {
-                break;
-            }
-            match body.frame().now_or_never() {
-                Some(n) => next = n,
-                None => break,
-            }
-        }
+        })
+        .await;
         let ended = end.is_some();
         if tx.send((chunks, end)).await.is_err() || ended {
             return;

@@ -8,7 +8,8 @@
 //! watch event of 2 KiB or more as a chunk of its own, so the task sends
 //! the chunks that are ready together, one message per run of them.
 
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -240,40 +241,51 @@ impl Drop for Lines {
     }
 }
 
-/// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped:
-/// waits for a chunk, then takes those that are ready in the same poll.
-/// The poll that finds nothing more ready registers this task's waker, so
-/// a run costs one `Pending` poll of the body, not one per chunk.
+/// Reads `body` into `tx` until it ends, fails, or the [`Lines`] is dropped,
+/// one run of chunks at a time (see [`poll_run`]).
 async fn read_chunks<B>(mut body: B, tx: mpsc::Sender<Run>)
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin,
     B::Error: std::fmt::Display + Send,
 {
     loop {
-        let (mut chunks, mut bytes) = (Vec::new(), 0);
-        let end = std::future::poll_fn(|cx| {
-            loop {
-                match std::pin::Pin::new(&mut body).poll_frame(cx) {
-                    Poll::Pending if chunks.is_empty() => return Poll::Pending,
-                    Poll::Pending => return Poll::Ready(None),
-                    Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
-                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
-                    Poll::Ready(Some(Ok(frame))) => {
-                        if let Ok(mut data) = frame.into_data() {
-                            bytes += data.remaining();
-                            chunks.push(data.copy_to_bytes(data.remaining()));
-                        }
-                        if bytes >= MAX_RUN_BYTES || chunks.len() >= MAX_RUN_CHUNKS {
-                            return Poll::Ready(None);
-                        }
-                    }
-                }
-            }
-        })
-        .await;
+        let mut chunks = Vec::new();
+        let end = std::future::poll_fn(|cx| poll_run(&mut body, cx, &mut chunks)).await;
         let ended = end.is_some();
         if tx.send((chunks, end)).await.is_err() || ended {
             return;
+        }
+    }
+}
+
+/// Adds the chunks of `body` that are ready to `chunks`, up to a run's
+/// limits; `Pending` only while `chunks` is empty. Ready with how the body
+/// ended, if it did. The poll that finds nothing more ready has registered
+/// the task's waker, so a run costs one `Pending` poll of the body.
+fn poll_run<B>(
+    body: &mut B,
+    cx: &mut Context<'_>,
+    chunks: &mut Vec<Bytes>,
+) -> Poll<Option<Result<(), String>>>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut bytes = 0;
+    loop {
+        let frame = match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Pending if chunks.is_empty() => return Poll::Pending,
+            Poll::Pending => return Poll::Ready(None),
+            Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
+            Poll::Ready(Some(Ok(frame))) => frame,
+        };
+        if let Ok(mut data) = frame.into_data() {
+            bytes += data.remaining();
+            chunks.push(data.copy_to_bytes(data.remaining()));
+        }
+        if bytes >= MAX_RUN_BYTES || chunks.len() >= MAX_RUN_CHUNKS {
+            return Poll::Ready(None);
         }
     }
 }
@@ -308,6 +320,24 @@ mod tests {
         assert_eq!(second.as_deref(), Some(&b"b"[..]));
         assert!(lines.next_line().await.unwrap().is_none());
         assert!(matches!(lines.try_next_line(), Some(Ok(None))));
+    }
+
+    /// The lines that arrived before the body failed come first, then the
+    /// failure (the unfinished line is dropped with it).
+    #[tokio::test]
+    async fn lines_before_a_body_error_come_first() {
+        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let body = StreamBody::new(ReceiverStream::new(rx).map(|r| r.map(http_body::Frame::data)));
+        tx.send(Ok(Bytes::from_static(b"a\nb"))).await.unwrap();
+        tx.send(Err(std::io::Error::other("reset"))).await.unwrap();
+        drop(tx);
+        let mut lines = Lines::new(body, Duration::from_secs(5));
+        let first = lines.next_line().await.unwrap();
+        assert_eq!(first.as_deref(), Some(&b"a"[..]));
+        match lines.next_line().await {
+            Err(ReflectorError::Body(e)) => assert!(e.contains("reset"), "{e}"),
+            other => panic!("the body's error, not {other:?}"),
+        }
     }
 
     proptest! {

@@ -66,12 +66,17 @@ pub fn log_hint() -> String {
 
 /// A kube client for the real server. `retries`: kube's default retry of 429/5xx.
 pub async fn real_client(retries: bool) -> anyhow::Result<Client> {
+    let mut cfg = real_config().await?;
+    cfg.default_retry = retries;
+    Client::try_from(cfg).context("building the kube client")
+}
+
+/// The kube configuration of the real server (from its kubeconfig).
+pub async fn real_config() -> anyhow::Result<kube::Config> {
     let path = kubeconfig_path()?;
     let kc = Kubeconfig::read_from(&path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    cfg.default_retry = retries;
-    Client::try_from(cfg).context("building the kube client")
+    Ok(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
 }
 
 /// Serve `builder`'s sim on 127.0.0.1 and a kube client for it (client retries off).

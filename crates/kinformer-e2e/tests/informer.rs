@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinformer::{EventHandlerFns, InformerOptions, Lister, ReflectorConfig, SharedInformerFactory};
-use kinformer_e2e::{ensure_namespace, raw, real_client, unique};
+use kinformer::{
+    DirectWatch, EventHandlerFns, InformerOptions, Lister, ReflectorConfig, SharedInformerFactory,
+};
+use kinformer_e2e::{ensure_namespace, raw, real_client, real_config, unique};
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -510,4 +512,63 @@ async fn factory_sharing_opens_one_watch_as_counted_by_the_apiserver() {
     }
     assert_eq!(now - before, 1.0, "watches before {before}, after {now}");
     f.shutdown().await;
+}
+
+/// Watches sent through a `DirectWatch` (connections of their own over TLS,
+/// authenticated as the kubeconfig says, bodies read without hyper's
+/// client): a typed informer and a protobuf metadata-only one sync, with
+/// WatchList and by LIST, and follow an update and a delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real kube-apiserver: run cargo xtask e2e"]
+async fn direct_watches_over_tls_follow_the_real_server() {
+    let (client, ns, cms) = configmaps_in_new_namespace("direct").await;
+    let direct = DirectWatch::from_config(&real_config().await.unwrap()).unwrap();
+    for (i, watch_list) in [true, false].into_iter().enumerate() {
+        let (keep, drop) = (format!("keep-{i}"), format!("drop-{i}"));
+        for name in [&keep, &drop] {
+            cms.create(&PostParams::default(), &cm(name, json!({})))
+                .await
+                .unwrap();
+        }
+        let f = SharedInformerFactory::builder(client.clone())
+            .namespace(&ns)
+            .runtime(tokio::runtime::Handle::current())
+            .reflector_config(ReflectorConfig::default().watch_list(watch_list))
+            .direct_watches(direct.clone())
+            .build();
+        let typed = f.informer::<ConfigMap>();
+        let meta = f.metadata_informer::<ConfigMap>();
+        f.start().unwrap();
+        f.wait_for_cache_sync(SYNC).await.unwrap();
+        let patch = json!({"metadata": {"annotations": {"seq": "1"}}});
+        let changed = cms
+            .patch(&keep, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        let rv = changed.metadata.resource_version.unwrap();
+        cms.delete(&drop, &DeleteParams::default()).await.unwrap();
+        let (keep, drop) = (format!("{ns}/{keep}"), format!("{ns}/{drop}"));
+        let deadline = tokio::time::Instant::now() + EVENT;
+        while !(cached_rv(&typed, &keep).as_deref() == Some(rv.as_str())
+            && cached_rv(&meta, &keep).as_deref() == Some(rv.as_str())
+            && typed.indexer().get(&drop).is_none()
+            && meta.indexer().get(&drop).is_none())
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the caches never reached {rv} without {drop} (watch_list {watch_list})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let metrics = f.reflector_metrics();
+        assert!(
+            metrics.iter().all(|(_, m)| m.direct_watches >= 1),
+            "{metrics:?}"
+        );
+        assert!(
+            metrics.iter().any(|(_, m)| m.protobuf_watches >= 1),
+            "{metrics:?}"
+        );
+        f.shutdown().await;
+    }
 }

@@ -72,6 +72,9 @@ pub enum ReflectorError {
     /// pool was shut down).
     #[error("a decode worker was lost")]
     DecodeWorkerLost,
+    /// What was asked for is not supported by this build or transport.
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// The queue refused an object.
     #[error(transparent)]
     Fifo(#[from] FifoError),
@@ -143,6 +146,7 @@ impl ReflectorError {
             Self::WatchListUnsupported(_) => "watch_list_unsupported",
             Self::Request(_) => "request",
             Self::DecodeWorkerLost => "decode_worker_lost",
+            Self::Unsupported(_) => "unsupported",
             Self::Fifo(_) => "fifo",
         }
     }

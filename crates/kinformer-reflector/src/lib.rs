@@ -26,6 +26,7 @@
 //! - `event_line`: a watch line read in one pass (type first, then the object);
 //! - [`lines`]: splitting a response body into lines with an idle timeout;
 //! - [`transport`]: sending requests and classifying failures;
+//! - [`direct`]: watches read straight from their connections ([`DirectWatch`]);
 //! - [`error`]: typed errors ([`ReflectorError`]);
 //! - [`metrics`]: [`ReflectorMetrics`] counters.
 //!
@@ -36,6 +37,7 @@
 pub mod backoff;
 pub mod config;
 pub mod decode;
+pub mod direct;
 pub mod dynamic_object;
 pub mod error;
 pub mod event;
@@ -59,6 +61,7 @@ mod type_meta;
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;
 pub use decode::DecodePool;
+pub use direct::DirectWatch;
 pub use error::ReflectorError;
 pub use event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
 pub use metrics::{MetricsHandle, ReflectorMetrics};

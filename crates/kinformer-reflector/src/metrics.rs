@@ -25,6 +25,8 @@ pub struct ReflectorMetrics {
     pub protobuf_watches: u64,
     /// LIST pages the server answered in protobuf.
     pub protobuf_list_pages: u64,
+    /// Watches answered through a [`DirectWatch`](crate::DirectWatch).
+    pub direct_watches: u64,
     /// Watch events applied (ADDED, MODIFIED, DELETED).
     pub events: u64,
     /// Bookmarks received.
@@ -49,6 +51,7 @@ pub(crate) struct Counters {
     pub watch_restarts: AtomicU64,
     pub protobuf_watches: AtomicU64,
     pub protobuf_list_pages: AtomicU64,
+    pub direct_watches: AtomicU64,
     pub events: AtomicU64,
     pub bookmarks: AtomicU64,
     pub errors: AtomicU64,
@@ -80,6 +83,7 @@ impl MetricsHandle {
             watch_restarts: r(&c.watch_restarts),
             protobuf_watches: r(&c.protobuf_watches),
             protobuf_list_pages: r(&c.protobuf_list_pages),
+            direct_watches: r(&c.direct_watches),
             events: r(&c.events),
             bookmarks: r(&c.bookmarks),
             errors: r(&c.errors),

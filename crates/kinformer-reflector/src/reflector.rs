@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::config::ReflectorConfig;
 use crate::decode::DecodePool;
+use crate::direct::DirectWatch;
 use crate::error::ReflectorError;
 use crate::event::WatchEvent;
 use crate::events::{DecodedEvent, Decoder, EventStream};
@@ -37,7 +38,7 @@ use crate::lines::Lines;
 use crate::metrics::{Counters, MetricsHandle, bump};
 use crate::object_decode::Decoders;
 use crate::target::ListWatchTarget;
-use crate::transport::send;
+use crate::transport::{check, send};
 
 /// Called with every error the reflector recovers from (client-go's
 /// `WatchErrorHandler`). Must not block.
@@ -75,6 +76,7 @@ pub struct Reflector<K> {
     metrics: MetricsHandle,
     pool: Option<Arc<DecodePool>>,
     decoders: Decoders<K>,
+    direct: Option<DirectWatch>,
 }
 
 /// The reflector should return (shutdown, or the queue is closed).
@@ -135,6 +137,7 @@ where
             metrics: MetricsHandle::default(),
             pool: None,
             decoders: Decoders::serde(),
+            direct: None,
         }
     }
 
@@ -143,6 +146,14 @@ where
     /// [`Decoders::partial_object_meta`]).
     pub fn decoders(mut self, decoders: Decoders<K>) -> Self {
         self.decoders = decoders;
+        self
+    }
+
+    /// Sends watch requests through `direct` (on connections of their own,
+    /// bodies read without hyper's client; see [`crate::direct`]) instead
+    /// of the [`Client`]. LISTs stay on the client.
+    pub fn direct_watches(mut self, direct: DirectWatch) -> Self {
+        self.direct = Some(direct);
         self
     }
 
@@ -336,17 +347,35 @@ where
         }
         st.watched_once = true;
         tracing::debug!(reflector = %self.name, rv, watch_list, "watch");
-        let resp = or_stop(token, send(&self.client, req)).await?;
-        Ok(resp.map(|r| {
-            let framed = is_protobuf(&r);
-            let (idle, body) = (self.config.idle_timeout, r.into_body());
-            if framed {
-                bump(&self.counters().protobuf_watches);
-                Lines::frames(body, idle)
-            } else {
-                Lines::new(body, idle)
+        let lines = match &self.direct {
+            Some(direct) => {
+                let resp = or_stop(token, async { check(direct.send(req).await?).await }).await?;
+                resp.map(|r| {
+                    bump(&self.counters().direct_watches);
+                    self.lines_of(r)
+                })
             }
-        }))
+            None => or_stop(token, send(&self.client, req))
+                .await?
+                .map(|r| self.lines_of(r)),
+        };
+        Ok(lines)
+    }
+
+    /// The lines (or protobuf frames) of a watch's answer.
+    fn lines_of<B>(&self, resp: http::Response<B>) -> Lines
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let framed = is_protobuf(&resp);
+        let (idle, body) = (self.config.idle_timeout, resp.into_body());
+        if framed {
+            bump(&self.counters().protobuf_watches);
+            Lines::frames(body, idle)
+        } else {
+            Lines::new(body, idle)
+        }
     }
 
     /// Feeds one object to the queue; `Err(Stop)` when the queue is closed.

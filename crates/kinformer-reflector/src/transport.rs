@@ -1,4 +1,5 @@
-//! Sending a request through [`kube::Client`] and turning failures into
+//! Sending a request through [`kube::Client`] (or checking a
+//! [`DirectWatch`](crate::DirectWatch)'s answer) and turning failures into
 //! [`ReflectorError`]s (status code, `Status` body, `Retry-After`).
 
 use std::time::Duration;
@@ -58,6 +59,15 @@ pub async fn send(
     req: http::Request<Body>,
 ) -> Result<http::Response<Body>, ReflectorError> {
     let resp = client.send(req).await.map_err(ReflectorError::Transport)?;
+    check(resp).await
+}
+
+/// `resp` when its status is 2xx, else its `Status` body (JSON or
+/// protobuf) as [`ReflectorError::Api`].
+pub async fn check<B>(resp: http::Response<B>) -> Result<http::Response<B>, ReflectorError>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+{
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);

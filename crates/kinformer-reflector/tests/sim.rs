@@ -169,3 +169,67 @@ async fn watch_list_against_the_sim_syncs_without_list_and_follows_churn() {
     assert_eq!(h.metrics.get().watch_list_syncs, 1);
     h.stop().await;
 }
+
+/// Watches sent through a `DirectWatch` (connections of their own, bodies
+/// read without hyper's client) sync, follow changes, re-watch after the
+/// server closes them and relist after a restart that lost the history,
+/// with WatchList on and off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_watches_sync_follow_changes_and_recover() {
+    for watch_list in [true, false] {
+        let sim = sim().await;
+        for i in 0..30 {
+            sim.handle()
+                .create("pods", sim_pod(&format!("p-{i:02}"), json!({})))
+                .unwrap();
+        }
+        let config = kube::Config::new(format!("http://{}", sim.addr()).parse().unwrap());
+        let direct = kinformer_reflector::DirectWatch::from_config(&config).unwrap();
+        let h = Harness::start_direct(client(sim.addr()), fast(watch_list), direct);
+        eventually("synced", || h.informer.has_synced()).await;
+        let patch = |i: usize| {
+            sim.handle()
+                .patch(
+                    "pods",
+                    "default",
+                    &format!("p-{i:02}"),
+                    &json!({"metadata": {"labels": {"x": format!("{i}")}}}),
+                )
+                .unwrap();
+        };
+        (20..30).for_each(patch);
+        sim.handle().delete("pods", "default", "p-00").unwrap();
+        eventually("changes", || matches_source(&h, &sim)).await;
+        let watches = h.metrics.get().watches;
+        sim.handle()
+            .trigger(FaultAction::CloseWatches { fraction: 1.0 });
+        eventually("re-watched", || h.metrics.get().watches > watches).await;
+        (10..20).for_each(patch);
+        eventually("changes after the re-watch", || matches_source(&h, &sim)).await;
+        // Cut the watch; while the reconnect is held up, delete a pod and
+        // lose the history: the re-watch is answered 410, a relist follows.
+        let relists = h.metrics.get().relists;
+        sim.handle().set_faults(FaultConfig {
+            latency_ms: 400,
+            ..FaultConfig::default()
+        });
+        sim.handle()
+            .trigger(FaultAction::CloseWatches { fraction: 1.0 });
+        sim.handle().delete("pods", "default", "p-01").unwrap();
+        sim.handle().trigger(FaultAction::Restart);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sim.handle().set_faults(FaultConfig::default());
+        eventually("relisted", || h.metrics.get().relists > relists).await;
+        eventually("tombstone for p-01", || {
+            h.events
+                .lock()
+                .contains(&Seen2::Delete("p-01".into(), true))
+        })
+        .await;
+        eventually("changes after the relist", || matches_source(&h, &sim)).await;
+        let m = h.metrics.get();
+        // The first watch, the one after the close, the one after the relist.
+        assert!(m.direct_watches >= 3, "{m:?}");
+        h.stop().await;
+    }
+}

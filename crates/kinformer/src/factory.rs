@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
-    CancellationToken, DecodePool, Decoders, ListWatchTarget, Reflector, ReflectorConfig,
-    ReflectorError, ReflectorMetrics, WatchErrorHandler,
+    CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, Reflector,
+    ReflectorConfig, ReflectorError, ReflectorMetrics, WatchErrorHandler,
 };
 use kube::Client;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
@@ -34,6 +34,7 @@ pub struct FactoryBuilder {
     meta_transform: Option<MetaTransform>,
     reflector: ReflectorConfig,
     on_watch_error: Option<WatchErrorHandler>,
+    direct: Option<DirectWatch>,
     threads: usize,
     decode_threads: usize,
     compact_objects: bool,
@@ -82,6 +83,14 @@ impl FactoryBuilder {
     /// Reflector settings (page size, WatchList, timeouts, backoff).
     pub fn reflector_config(mut self, config: ReflectorConfig) -> Self {
         self.reflector = config;
+        self
+    }
+
+    /// The reflectors send their watches through `direct` (connections of
+    /// their own, read without hyper's client; see
+    /// [`kinformer_reflector::direct`]); LISTs stay on the client.
+    pub fn direct_watches(mut self, direct: DirectWatch) -> Self {
+        self.direct = Some(direct);
         self
     }
 
@@ -174,6 +183,7 @@ impl FactoryBuilder {
                 meta_transform: self.meta_transform,
                 reflector: self.reflector,
                 on_watch_error: self.on_watch_error,
+                direct: self.direct,
                 threads: self.threads,
                 decode_threads: self.decode_threads,
                 decode_pool: Mutex::new(None),
@@ -202,6 +212,7 @@ struct Inner {
     meta_transform: Option<MetaTransform>,
     reflector: ReflectorConfig,
     on_watch_error: Option<WatchErrorHandler>,
+    direct: Option<DirectWatch>,
     threads: usize,
     decode_threads: usize,
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
@@ -303,6 +314,7 @@ impl SharedInformerFactory {
             meta_transform: None,
             reflector: ReflectorConfig::default(),
             on_watch_error: None,
+            direct: None,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             compact_objects: false,
@@ -462,6 +474,9 @@ impl SharedInformerFactory {
                 .config(inner.reflector.clone())
                 .decoders(decoders)
                 .on_watch_error_shared(inner.on_watch_error.clone());
+        if let Some(direct) = &inner.direct {
+            reflector = reflector.direct_watches(direct.clone());
+        }
         if let Some(pool) = self.decode_pool() {
             // Replaced objects go back to the decode thread that built them.
             let reclaimer = if inner.release_whole && !transformed {

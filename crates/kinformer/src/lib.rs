@@ -69,6 +69,6 @@ pub use kinformer_core::{
     builtin_indexers, label_value,
 };
 pub use kinformer_reflector::{
-    BackoffConfig, CancellationToken, ListWatchTarget, Reflector, ReflectorConfig, ReflectorError,
-    ReflectorMetrics,
+    BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Reflector, ReflectorConfig,
+    ReflectorError, ReflectorMetrics,
 };

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::{SharedIndexInformer, SharedInformerFactory, strip_managed_fields};
+use kinformer::{DirectWatch, SharedIndexInformer, SharedInformerFactory, strip_managed_fields};
 use kube::api::{Api, PartialObjectMeta};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::WatchStreamExt;
@@ -28,7 +28,7 @@ use super::host;
 use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
 use super::process::{cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
 use super::sim_process::SimProcess;
-use super::{Impl, LoadtestArgs, Report, TransformArg};
+use super::{Impl, LoadtestArgs, Report, TransformArg, WatchTransport};
 
 type WatchStream<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
@@ -145,12 +145,13 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (server, client) = match &args.kubeconfig {
+    let (server, client, direct) = match &args.kubeconfig {
         Some(path) => rt.block_on(async {
             let kubeconfig =
                 kube::config::Kubeconfig::read_from(path).context("reading the kubeconfig")?;
             let config =
                 kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+            let direct = direct_watch(args, &config)?;
             let client = Client::try_from(config).context("kube client")?;
             let driver = ClusterDriver::new(client.clone()).await?;
             eprintln!(
@@ -159,20 +160,22 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
                 cluster::NAMESPACE
             );
             driver.fill(args.objects).await?;
-            anyhow::Ok((Server::Cluster(driver), client))
+            anyhow::Ok((Server::Cluster(driver), client, direct))
         })?,
         None => {
             let sim = SimProcess::start(args)?;
-            let client = rt.block_on(async {
+            let (client, direct) = rt.block_on(async {
                 let config = kube::Config::new(sim.url.parse().context("simulator URL")?);
-                Client::try_from(config).context("kube client")
+                let direct = direct_watch(args, &config)?;
+                anyhow::Ok((Client::try_from(config).context("kube client")?, direct))
             })?;
             let admin = SimAdmin {
                 client: client.clone(),
             };
-            (Server::Sim(sim, admin), client)
+            (Server::Sim(sim, admin), client, direct)
         }
     };
+    let client = Connection { client, direct };
     let strip = args.transform != TransformArg::None;
     let ns = server.namespace();
     if args.metadata_only {
@@ -189,6 +192,23 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
         drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
     }
+}
+
+/// kinformer's direct watches, unless `--watch-transport client`.
+fn direct_watch(args: &LoadtestArgs, config: &kube::Config) -> anyhow::Result<Option<DirectWatch>> {
+    if args.implementation != Impl::Kinformer || args.watch_transport != WatchTransport::Direct {
+        return Ok(None);
+    }
+    Ok(Some(
+        DirectWatch::from_config(config).context("direct watches")?,
+    ))
+}
+
+/// How the caches under test reach the server: kube's client, and for
+/// kinformer the direct watches of `--watch-transport direct`.
+struct Connection {
+    client: Client,
+    direct: Option<DirectWatch>,
 }
 
 /// kube-runtime's watcher over `K` (in `ns`, or all namespaces), with
@@ -368,7 +388,7 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
 fn drive<K>(
     args: &LoadtestArgs,
     rt: &tokio::runtime::Runtime,
-    client: &Client,
+    client: &Connection,
     server: &Server,
     informer: impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
     stream: impl Fn(Client) -> WatchStream<K>,
@@ -402,7 +422,7 @@ where
                 let on = reflector_rt.as_ref().unwrap_or(rt);
                 start_kinformer(args, on, client, server, &informer, &mut stats)?
             }
-            Impl::KubeRs => start_kube_rs(rt, stream(client.clone()), &mut stats)?,
+            Impl::KubeRs => start_kube_rs(rt, stream(client.client.clone()), &mut stats)?,
         };
         caches.push(cache);
     }
@@ -521,6 +541,8 @@ where
         sim_watch_chunks: matches!(server, Server::Sim(..))
             .then(|| args.sim_watch_chunks.as_str().to_string()),
         encoding: Some(if args.protobuf() { "protobuf" } else { "json" }.into()),
+        watch_transport: (args.implementation == Impl::Kinformer)
+            .then(|| args.watch_transport.as_str().to_string()),
         informers: caches.len(),
         handlers: args.handlers,
         settle_seconds: settled.waited.as_secs_f64(),
@@ -561,7 +583,7 @@ where
 fn start_kinformer<K>(
     args: &LoadtestArgs,
     rt: &tokio::runtime::Runtime,
-    client: &Client,
+    client: &Connection,
     server: &Server,
     informer: &impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
     stats: &mut Vec<Arc<LagStats>>,
@@ -569,7 +591,7 @@ fn start_kinformer<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let mut b = SharedInformerFactory::builder(client.clone())
+    let mut b = SharedInformerFactory::builder(client.client.clone())
         .runtime(rt.handle().clone())
         .builtin_indexes(!args.no_builtin_indexes);
     if let Some(ns) = server.namespace() {
@@ -585,6 +607,9 @@ where
         b = b.decode_threads(t);
     }
     b = b.compact_objects(args.compact);
+    if let Some(direct) = &client.direct {
+        b = b.direct_watches(direct.clone());
+    }
     if !args.no_whole_release {
         // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
         // `PartialObjectMeta<Pod>`s, which own their parts alone, and its

@@ -82,6 +82,25 @@ impl SimWatchChunks {
     }
 }
 
+/// How kinformer's watches reach the server (`--watch-transport`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WatchTransport {
+    /// `kinformer::DirectWatch`: a connection per watch, read directly.
+    Direct,
+    /// kube's `Client`, as LISTs and kube-rs go.
+    Client,
+}
+
+impl WatchTransport {
+    /// Its name in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Client => "client",
+        }
+    }
+}
+
 /// Options of `cargo xtask loadtest`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadtestArgs {
@@ -152,6 +171,11 @@ pub struct LoadtestArgs {
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// How kinformer's watches reach the server: `direct` on connections of
+    /// their own, their bodies read without hyper's client
+    /// (`FactoryBuilder::direct_watches`), or through kube's `client`.
+    #[arg(long, value_enum, default_value_t = WatchTransport::Direct)]
+    pub watch_transport: WatchTransport,
     /// Do not register the built-in namespace, label and owner indexes
     /// (kube-rs's Store has none).
     #[arg(long)]

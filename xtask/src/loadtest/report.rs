@@ -25,6 +25,9 @@ pub struct Report {
     /// The encoding the informer listed and watched in (`json`,
     /// `protobuf`); `-` without HTTP.
     pub encoding: Option<String>,
+    /// How kinformer's watches reached the server (`direct`, `client`);
+    /// `-` for kube-rs and without HTTP.
+    pub watch_transport: Option<String>,
     /// Informers run side by side.
     pub informers: usize,
     /// Handlers per informer.
@@ -117,6 +120,10 @@ impl Report {
             (
                 "encoding",
                 self.encoding.clone().unwrap_or_else(|| "-".into()),
+            ),
+            (
+                "watch transport",
+                self.watch_transport.clone().unwrap_or_else(|| "-".into()),
             ),
             (
                 "informers x handlers",

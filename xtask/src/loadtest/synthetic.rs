@@ -241,6 +241,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         sim_history: None,
         sim_watch_chunks: None,
         encoding: None,
+        watch_transport: None,
         informers: under.len(),
         handlers: args.handlers,
         settle_seconds: settled.waited.as_secs_f64(),

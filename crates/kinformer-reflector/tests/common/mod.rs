@@ -17,8 +17,8 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{DeletedObject, EventHandlerFns, SharedIndexInformer};
 use kinformer_reflector::{
-    BackoffConfig, CancellationToken, DecodePool, ListWatchTarget, MetricsHandle, Reflector,
-    ReflectorConfig, ReflectorError,
+    BackoffConfig, CancellationToken, DecodePool, DirectWatch, ListWatchTarget, MetricsHandle,
+    Reflector, ReflectorConfig, ReflectorError,
 };
 use kube::Client;
 use parking_lot::Mutex;
@@ -376,7 +376,13 @@ impl Harness {
     }
 
     pub fn start_target(client: Client, config: ReflectorConfig, target: ListWatchTarget) -> Self {
-        Self::start_full(client, config, target, None)
+        Self::start_full(client, config, target, None, None)
+    }
+
+    /// As [`Harness::start`], its watches sent through `direct`.
+    pub fn start_direct(client: Client, config: ReflectorConfig, direct: DirectWatch) -> Self {
+        let target = ListWatchTarget::of::<Pod>(&(), None);
+        Self::start_full(client, config, target, None, Some(direct))
     }
 
     /// As [`Harness::start`], decoding on `pool`'s threads.
@@ -386,6 +392,7 @@ impl Harness {
             config,
             ListWatchTarget::of::<Pod>(&(), None),
             Some(pool),
+            None,
         )
     }
 
@@ -394,6 +401,7 @@ impl Harness {
         config: ReflectorConfig,
         target: ListWatchTarget,
         pool: Option<Arc<DecodePool>>,
+        direct: Option<DirectWatch>,
     ) -> Self {
         let informer = SharedIndexInformer::<Pod>::builder().threads(1).build();
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -421,6 +429,9 @@ impl Harness {
         let mut reflector = Reflector::new(client, target, Arc::clone(informer.queue()));
         if let Some(pool) = pool {
             reflector = reflector.decode_pool(pool);
+        }
+        if let Some(direct) = direct {
+            reflector = reflector.direct_watches(direct);
         }
         let reflector = reflector
             .config(config)

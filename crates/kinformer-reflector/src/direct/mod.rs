@@ -123,3 +123,28 @@ fn plain_connector(
     }
     Ok(hyper_util::client::legacy::connect::HttpConnector::new())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// What a direct watch cannot do is refused when it is built, with a
+    /// typed error, so that the caller keeps its client's watches.
+    #[test]
+    fn proxies_and_tls_without_the_feature_are_refused_up_front() {
+        let mut config = kube::Config::new("http://127.0.0.1:6443".parse().unwrap());
+        assert!(DirectWatch::from_config(&config).is_ok());
+        config.proxy_url = Some("http://proxy.test:3128".parse().unwrap());
+        let err = DirectWatch::from_config(&config).unwrap_err();
+        assert!(matches!(err, ReflectorError::Unsupported(_)), "{err}");
+        let https = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
+        let built = DirectWatch::from_config(&https);
+        if cfg!(feature = "rustls-tls") {
+            assert!(built.is_ok());
+        } else {
+            assert!(matches!(built, Err(ReflectorError::Unsupported(_))));
+        }
+    }
+}

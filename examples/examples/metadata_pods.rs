@@ -1,13 +1,15 @@
 //! A metadata-only informer over all Pods: the server sends
 //! `PartialObjectMetadata`, and managedFields are dropped before caching,
-//! the documented way to hold a very large number of objects.
+//! the documented way to hold a very large number of objects. Its watches
+//! go on connections of their own, read without hyper's client
+//! (`DirectWatch`), when the configuration allows it.
 //!
 //! `cargo run -p kinformer-examples --example metadata_pods` (needs a cluster).
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::{Lister, SharedInformerFactory};
+use kinformer::{DirectWatch, Lister, SharedInformerFactory};
 use kube_selector::web_selector;
 
 mod kube_selector {
@@ -22,10 +24,16 @@ mod kube_selector {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
-    let client = kube::Client::try_default().await?;
-    let factory = SharedInformerFactory::builder(client)
-        .transform_meta(kinformer::strip_managed_fields)
-        .build();
+    let config = kube::Config::infer().await?;
+    let client = kube::Client::try_from(config.clone())?;
+    let mut builder =
+        SharedInformerFactory::builder(client).transform_meta(kinformer::strip_managed_fields);
+    // Not through a proxy; https needs kinformer's `rustls-tls` feature.
+    match DirectWatch::from_config(&config) {
+        Ok(direct) => builder = builder.direct_watches(direct),
+        Err(e) => tracing::info!("watches through the client: {e}"),
+    }
+    let factory = builder.build();
     let pods = factory.metadata_informer::<Pod>();
     let started = Instant::now();
     factory.start()?;

@@ -26,6 +26,21 @@ fn sim_pod(name: &str, labels: Value) -> Value {
         "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "busybox"}]}})
 }
 
+/// Cuts the watches; while their reconnect is held up, deletes `pod` and
+/// restarts the server, losing its history.
+async fn delete_while_disconnected_and_lose_history(sim: &RunningSim, pod: &str) {
+    sim.handle().set_faults(FaultConfig {
+        latency_ms: 400,
+        ..FaultConfig::default()
+    });
+    sim.handle()
+        .trigger(FaultAction::CloseWatches { fraction: 1.0 });
+    sim.handle().delete("pods", "default", pod).unwrap();
+    sim.handle().trigger(FaultAction::Restart);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    sim.handle().set_faults(FaultConfig::default());
+}
+
 /// The cache equals the sim's truth (keys and resourceVersions).
 fn matches_source(h: &Harness, sim: &RunningSim) -> bool {
     let (_, truth) = sim.handle().keys_and_versions("pods").unwrap();
@@ -69,17 +84,7 @@ async fn server_restart_with_lost_history_relists_and_delivers_missed_deletes() 
             .create("pods", sim_pod("live", json!({})))
             .unwrap();
         eventually("live event", || h.cache().len() == 6).await;
-        // Cut the watch; while the reconnect is held up, delete a pod and lose the history.
-        sim.handle().set_faults(FaultConfig {
-            latency_ms: 400,
-            ..FaultConfig::default()
-        });
-        sim.handle()
-            .trigger(FaultAction::CloseWatches { fraction: 1.0 });
-        sim.handle().delete("pods", "default", "p-1").unwrap();
-        sim.handle().trigger(FaultAction::Restart);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        sim.handle().set_faults(FaultConfig::default());
+        delete_while_disconnected_and_lose_history(&sim, "p-1").await;
         eventually("tombstone for p-1", || {
             h.events.lock().contains(&Seen2::Delete("p-1".into(), true))
         })
@@ -206,19 +211,9 @@ async fn direct_watches_sync_follow_changes_and_recover() {
         eventually("re-watched", || h.metrics.get().watches > watches).await;
         (10..20).for_each(patch);
         eventually("changes after the re-watch", || matches_source(&h, &sim)).await;
-        // Cut the watch; while the reconnect is held up, delete a pod and
-        // lose the history: the re-watch is answered 410, a relist follows.
+        // The re-watch is answered 410; a relist follows.
         let relists = h.metrics.get().relists;
-        sim.handle().set_faults(FaultConfig {
-            latency_ms: 400,
-            ..FaultConfig::default()
-        });
-        sim.handle()
-            .trigger(FaultAction::CloseWatches { fraction: 1.0 });
-        sim.handle().delete("pods", "default", "p-01").unwrap();
-        sim.handle().trigger(FaultAction::Restart);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        sim.handle().set_faults(FaultConfig::default());
+        delete_while_disconnected_and_lose_history(&sim, "p-01").await;
         eventually("relisted", || h.metrics.get().relists > relists).await;
         eventually("tombstone for p-01", || {
             h.events

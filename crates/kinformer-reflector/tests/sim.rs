@@ -20,6 +20,17 @@ async fn sim() -> RunningSim {
         .unwrap()
 }
 
+/// A sim holding `n` pods in `default`, named `p-00`, `p-01`, ...
+async fn sim_with_pods(n: usize) -> RunningSim {
+    let sim = sim().await;
+    for i in 0..n {
+        sim.handle()
+            .create("pods", sim_pod(&format!("p-{i:02}"), json!({})))
+            .unwrap();
+    }
+    sim
+}
+
 fn sim_pod(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": labels},
@@ -72,21 +83,18 @@ fn matches_source(h: &Harness, sim: &RunningSim) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_with_lost_history_relists_and_delivers_missed_deletes() {
     for watch_list in [true, false] {
-        let sim = sim().await;
-        for i in 0..5 {
-            sim.handle()
-                .create("pods", sim_pod(&format!("p-{i}"), json!({})))
-                .unwrap();
-        }
+        let sim = sim_with_pods(5).await;
         let h = Harness::start(client(sim.addr()), fast(watch_list));
         eventually("synced", || h.informer.has_synced()).await;
         sim.handle()
             .create("pods", sim_pod("live", json!({})))
             .unwrap();
         eventually("live event", || h.cache().len() == 6).await;
-        delete_while_disconnected_and_lose_history(&sim, "p-1").await;
-        eventually("tombstone for p-1", || {
-            h.events.lock().contains(&Seen2::Delete("p-1".into(), true))
+        delete_while_disconnected_and_lose_history(&sim, "p-01").await;
+        eventually("tombstone for p-01", || {
+            h.events
+                .lock()
+                .contains(&Seen2::Delete("p-01".into(), true))
         })
         .await;
         eventually("cache matches source", || matches_source(&h, &sim)).await;
@@ -148,12 +156,7 @@ async fn label_and_field_selectors_are_honoured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_list_against_the_sim_syncs_without_list_and_follows_churn() {
-    let sim = sim().await;
-    for i in 0..50 {
-        sim.handle()
-            .create("pods", sim_pod(&format!("p-{i:02}"), json!({})))
-            .unwrap();
-    }
+    let sim = sim_with_pods(50).await;
     let h = Harness::start(client(sim.addr()), fast(true));
     eventually("synced", || h.informer.has_synced()).await;
     assert_eq!(sim.handle().stats().lists, 0);
@@ -182,12 +185,7 @@ async fn watch_list_against_the_sim_syncs_without_list_and_follows_churn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_watches_sync_follow_changes_and_recover() {
     for watch_list in [true, false] {
-        let sim = sim().await;
-        for i in 0..30 {
-            sim.handle()
-                .create("pods", sim_pod(&format!("p-{i:02}"), json!({})))
-                .unwrap();
-        }
+        let sim = sim_with_pods(30).await;
         let config = kube::Config::new(format!("http://{}", sim.addr()).parse().unwrap());
         let direct = kinformer_reflector::DirectWatch::from_config(&config).unwrap();
         let h = Harness::start_direct(client(sim.addr()), fast(watch_list), direct);

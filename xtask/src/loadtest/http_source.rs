@@ -401,9 +401,11 @@ where
     let cpu_before = cpu_seconds();
     let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
     let mut stats: Vec<Arc<LagStats>> = Vec::new();
-    // kinformer's reflectors on a runtime of their own: each watch chunk
-    // crosses from hyper's connection task to the body's reader, and on one
-    // worker that is a local wake instead of a futex between two threads.
+    // kinformer's reflectors on a runtime of their own: each run of watch
+    // chunks crosses from the body's reading task to the reflector (and,
+    // with `--watch-transport client`, each chunk from hyper's connection
+    // task to that reader), and on one worker that is a local wake instead
+    // of a futex between two threads.
     let reflector_rt = match (args.implementation, args.reflector_workers) {
         (Impl::Kinformer, n) if n > 0 => Some(
             tokio::runtime::Builder::new_multi_thread()

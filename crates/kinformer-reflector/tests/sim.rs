@@ -38,8 +38,9 @@ fn sim_pod(name: &str, labels: Value) -> Value {
 }
 
 /// Cuts the watches; while their reconnect is held up, deletes `pod` and
-/// restarts the server, losing its history.
-async fn delete_while_disconnected_and_lose_history(sim: &RunningSim, pod: &str) {
+/// restarts the server, losing its history; then waits for `h`'s handler
+/// to see the delete as a tombstone (which only a relist can give it).
+async fn delete_while_disconnected_and_lose_history(sim: &RunningSim, h: &Harness, pod: &str) {
     sim.handle().set_faults(FaultConfig {
         latency_ms: 400,
         ..FaultConfig::default()
@@ -50,6 +51,10 @@ async fn delete_while_disconnected_and_lose_history(sim: &RunningSim, pod: &str)
     sim.handle().trigger(FaultAction::Restart);
     tokio::time::sleep(Duration::from_millis(50)).await;
     sim.handle().set_faults(FaultConfig::default());
+    eventually(&format!("tombstone for {pod}"), || {
+        h.events.lock().contains(&Seen2::Delete(pod.into(), true))
+    })
+    .await;
 }
 
 /// The cache equals the sim's truth (keys and resourceVersions).
@@ -90,13 +95,7 @@ async fn server_restart_with_lost_history_relists_and_delivers_missed_deletes() 
             .create("pods", sim_pod("live", json!({})))
             .unwrap();
         eventually("live event", || h.cache().len() == 6).await;
-        delete_while_disconnected_and_lose_history(&sim, "p-01").await;
-        eventually("tombstone for p-01", || {
-            h.events
-                .lock()
-                .contains(&Seen2::Delete("p-01".into(), true))
-        })
-        .await;
+        delete_while_disconnected_and_lose_history(&sim, &h, "p-01").await;
         eventually("cache matches source", || matches_source(&h, &sim)).await;
         assert!(h.metrics.get().relists >= 1, "{:?}", h.metrics.get());
         // And it keeps watching after the relist.
@@ -211,14 +210,8 @@ async fn direct_watches_sync_follow_changes_and_recover() {
         eventually("changes after the re-watch", || matches_source(&h, &sim)).await;
         // The re-watch is answered 410; a relist follows.
         let relists = h.metrics.get().relists;
-        delete_while_disconnected_and_lose_history(&sim, "p-01").await;
+        delete_while_disconnected_and_lose_history(&sim, &h, "p-01").await;
         eventually("relisted", || h.metrics.get().relists > relists).await;
-        eventually("tombstone for p-01", || {
-            h.events
-                .lock()
-                .contains(&Seen2::Delete("p-01".into(), true))
-        })
-        .await;
         eventually("changes after the relist", || matches_source(&h, &sim)).await;
         let m = h.metrics.get();
         // The first watch, the one after the close, the one after the relist.

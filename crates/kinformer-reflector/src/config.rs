@@ -26,8 +26,12 @@ pub struct ReflectorConfig {
     /// Longest server-side watch timeout (default 10 min); each watch picks
     /// a random value in between.
     pub watch_timeout_max: Duration,
-    /// Client-side idle timeout: a watch that sends nothing (not even a
-    /// bookmark) this long is abandoned and re-established (default 150 s).
+    /// Client-side idle timeout, from the moment a request is sent: a watch
+    /// that sends nothing this long (no response head, no event, not even a
+    /// bookmark) is abandoned and re-established; a LIST whose answer (its
+    /// head, or the next part of its body) takes this long is abandoned and
+    /// retried after a backoff (default 150 s; kube-apiserver sends a
+    /// watch's bookmarks about once a minute).
     pub idle_timeout: Duration,
     /// A watch that ends sooner than this without delivering any event is
     /// "very short" and triggers a relist (default 1 s).

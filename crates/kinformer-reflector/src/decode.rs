@@ -291,14 +291,19 @@ fn work(rx: &Receiver<Job>) {
     let _own = kinformer_alloc::own::keep_own_chunks();
     while let Ok(job) = rx.recv() {
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic".into());
+            let msg = panic_message(p.as_ref());
             tracing::error!(panic = %msg, "decode job panicked");
         }
     }
+}
+
+/// The message of a caught panic's payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
 }
 
 impl Drop for DecodePool {

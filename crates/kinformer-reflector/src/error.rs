@@ -29,8 +29,10 @@ pub enum ReflectorError {
     /// Reading a response body failed midway.
     #[error("reading the response failed: {0}")]
     Body(String),
-    /// The watch sent nothing for the idle timeout.
-    #[error("watch idle for {0:?}")]
+    /// The server sent nothing for the idle timeout: no response head to a
+    /// LIST or WATCH request, no more of a LIST's body, or no watch event
+    /// (not even a bookmark).
+    #[error("no answer from the server for {0:?}")]
     IdleTimeout(Duration),
     /// A watch line is not a JSON watch event.
     #[error("malformed watch event: {0}")]
@@ -68,6 +70,10 @@ pub enum ReflectorError {
     /// A request could not be built (invalid selector characters, ...).
     #[error("could not build request: {0}")]
     Request(String),
+    /// Decoding or transforming one object panicked (a poison object, a
+    /// panicking transform): the object is skipped and counted.
+    #[error("decoding or transforming an object panicked: {0}")]
+    DecodePanicked(String),
     /// A decode worker went away without answering (it panicked or its
     /// pool was shut down).
     #[error("a decode worker was lost")]
@@ -145,6 +151,7 @@ impl ReflectorError {
             Self::WatchListIncomplete => "watch_list_incomplete",
             Self::WatchListUnsupported(_) => "watch_list_unsupported",
             Self::Request(_) => "request",
+            Self::DecodePanicked(_) => "decode_panicked",
             Self::DecodeWorkerLost => "decode_worker_lost",
             Self::Unsupported(_) => "unsupported",
             Self::Fifo(_) => "fifo",

@@ -9,6 +9,7 @@
 //! the queue).
 
 use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,7 +18,7 @@ use kube_core::{Resource, TypeMeta};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
-use crate::decode::DecodePool;
+use crate::decode::{DecodePool, panic_message};
 use crate::error::ReflectorError;
 use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
@@ -147,12 +148,24 @@ where
 
     /// Decodes `inputs` with `f`, each on the decode thread of its key's
     /// shard (inline without a pool); results come back in input order.
+    ///
+    /// A panic while one input is decoded or transformed (a poison object,
+    /// a panicking transform) becomes that input's
+    /// [`ReflectorError::DecodePanicked`]: the rest of the batch, the
+    /// decode thread and the reflector go on.
     fn run<T: Send + 'static>(
         &self,
         inputs: Vec<Bytes>,
         shard_of: fn(&[u8], usize) -> usize,
-        f: impl Fn(&DeltaFifo<K>, &Bytes) -> T + Send + Sync + Clone + 'static,
-    ) -> Pending<T> {
+        f: impl Fn(&DeltaFifo<K>, &Bytes) -> Result<T, ReflectorError> + Send + Sync + Clone + 'static,
+    ) -> Pending<Result<T, ReflectorError>> {
+        let f = move |fifo: &DeltaFifo<K>, b: &Bytes| {
+            catch_unwind(AssertUnwindSafe(|| f(fifo, b))).unwrap_or_else(|p| {
+                let msg = panic_message(p.as_ref());
+                tracing::error!(panic = %msg, "decoding or transforming an object panicked; skipped");
+                Err(ReflectorError::DecodePanicked(msg))
+            })
+        };
         let Some(pool) = &self.pool else {
             return Pending::Ready(inputs.iter().map(|b| f(&self.fifo, b)).collect());
         };
@@ -171,7 +184,7 @@ where
             .map(|(shard, (positions, part))| {
                 let (fifo, f) = (Arc::clone(&self.fifo), f.clone());
                 let rx = pool.submit_to(shard, move || {
-                    part.iter().map(|b| f(&fifo, b)).collect::<Vec<T>>()
+                    part.iter().map(|b| f(&fifo, b)).collect::<Vec<_>>()
                 });
                 (positions, rx)
             })

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ReflectorError;
 use crate::events::Pending;
 use crate::metrics::bump;
-use crate::reflector::{Reflector, State, Stop, is_protobuf, or_stop};
+use crate::reflector::{Reflector, State, Stop, answered_within, is_protobuf, or_stop};
 use crate::transport::{read_body, send};
 
 /// Items per decode batch of a LIST page (the decoder spreads a batch
@@ -140,7 +140,9 @@ where
             // Earlier pages were decoded while this one was fetched: queue
             // them, then hand this page to the decoders.
             while let Some(batch) = pending.pop_front() {
-                self.queue_items(&mut session, batch, token).await?;
+                if let Err(e) = self.queue_items(&mut session, batch, token).await? {
+                    return Ok(Err(e));
+                }
             }
             // This page goes to the decoders in chunks, only a few in
             // flight: a server that answers unpaged (from its watch cache,
@@ -158,7 +160,9 @@ where
                 while pending.len() >= decoder.depth()
                     && let Some(batch) = pending.pop_front()
                 {
-                    self.queue_items(&mut session, batch, token).await?;
+                    if let Err(e) = self.queue_items(&mut session, batch, token).await? {
+                        return Ok(Err(e));
+                    }
                 }
                 pending.push_back(match &page.format {
                     ItemFormat::Json => decoder.items(chunk),
@@ -172,7 +176,9 @@ where
                 }
                 _ => {
                     while let Some(batch) = pending.pop_front() {
-                        self.queue_items(&mut session, batch, token).await?;
+                        if let Err(e) = self.queue_items(&mut session, batch, token).await? {
+                            return Ok(Err(e));
+                        }
                     }
                     let n = session.len();
                     self.apply(session.finish(&page.resource_version))?;
@@ -187,15 +193,13 @@ where
         session: &mut kinformer_core::ReplaceSession<'_, K>,
         batch: Items<K>,
         token: &CancellationToken,
-    ) -> Result<(), Stop> {
+    ) -> Result<Result<(), ReflectorError>, Stop> {
         let results = match batch.wait().await {
             Ok(r) => r,
-            Err(e) => {
-                // The objects of this batch are missing from the list; its
-                // tombstones would be wrong, so the list must not finish.
-                self.report(&e);
-                return Err(Stop);
-            }
+            // The objects of this batch are missing from the list; its
+            // tombstones would be wrong, so the list must not finish: it
+            // fails, and is tried again after a backoff.
+            Err(e) => return Ok(Err(e)),
         };
         let mut ok = Vec::with_capacity(results.len());
         for r in results {
@@ -205,7 +209,7 @@ where
             }
         }
         self.wait_for_room(token).await?;
-        self.apply(session.push(ok))
+        self.apply(session.push(ok)).map(Ok)
     }
 
     async fn list_page(
@@ -224,12 +228,15 @@ where
         };
         bump(&self.counters().list_requests);
         tracing::debug!(reflector = %self.name, rv, limit, continued = cont.is_some(), "list");
-        let resp = match or_stop(token, send(&self.client, req)).await? {
+        // No answer, or a body that stops arriving, within the idle
+        // timeout abandons the page (and with it this LIST).
+        let idle = self.config.idle_timeout;
+        let resp = match answered_within(token, idle, send(&self.client, req)).await? {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
         let protobuf = is_protobuf(&resp);
-        let body = match or_stop(token, read_body(resp)).await? {
+        let body = match or_stop(token, read_body(resp, idle)).await? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };

@@ -9,6 +9,7 @@
 //! | LIST answers Expired/Gone or "too large resource version" | LIST again at `""` (quorum read) |
 //! | a `continue` token expires | one unpaged LIST at `""` |
 //! | watch ends cleanly / idle timeout / truncated line | re-watch from the last resourceVersion, no relist |
+//! | no response head (or, for a LIST, no more of its body) within the idle timeout | abandon the request; a watch backs off and re-watches, a LIST backs off and lists again |
 //! | watch answers 410 (HTTP or `ERROR` event) | back off, relist |
 //! | watch answers 429, or the connection is refused | back off, re-watch, no relist |
 //! | watch closes within `short_watch` without any event | back off, relist |
@@ -119,6 +120,25 @@ pub(crate) async fn or_stop<F: Future>(token: &CancellationToken, f: F) -> Resul
         _ = token.cancelled() => Err(Stop),
         out = f => Ok(out),
     }
+}
+
+/// `f`'s answer, or [`ReflectorError::IdleTimeout`] when it takes longer
+/// than `idle` (a request the server accepted and never answered), or
+/// `Err(Stop)` on shutdown.
+pub(crate) async fn answered_within<T, F>(
+    token: &CancellationToken,
+    idle: Duration,
+    f: F,
+) -> Result<Result<T, ReflectorError>, Stop>
+where
+    F: Future<Output = Result<T, ReflectorError>>,
+{
+    or_stop(token, async {
+        tokio::time::timeout(idle, f)
+            .await
+            .unwrap_or(Err(ReflectorError::IdleTimeout(idle)))
+    })
+    .await
 }
 
 impl<K> Reflector<K>
@@ -307,7 +327,12 @@ where
                     Ok(lines) => (EventStream::new(lines, self.decoder()), Instant::now()),
                     Err(e) => {
                         self.report(&e);
-                        if e.is_too_many_requests() || e.is_connection_refused() {
+                        // Nothing was lost: the next watch resumes where
+                        // the last one ended.
+                        if e.is_too_many_requests()
+                            || e.is_connection_refused()
+                            || matches!(e, ReflectorError::IdleTimeout(_))
+                        {
                             let floor = match &e {
                                 ReflectorError::Api { retry_after, .. } => *retry_after,
                                 _ => None,
@@ -347,15 +372,18 @@ where
         }
         st.watched_once = true;
         tracing::debug!(reflector = %self.name, rv, watch_list, "watch");
+        // The idle timeout holds from the moment the request is sent: a
+        // server that accepts the connection and never answers is left.
+        let idle = self.config.idle_timeout;
         let lines = match &self.direct {
             Some(direct) => {
-                let resp = or_stop(token, async { check(direct.send(req).await?).await }).await?;
-                resp.map(|r| {
+                let answer = async { check(direct.send(req).await?).await };
+                answered_within(token, idle, answer).await?.map(|r| {
                     bump(&self.counters().direct_watches);
                     self.lines_of(r)
                 })
             }
-            None => or_stop(token, send(&self.client, req))
+            None => answered_within(token, idle, send(&self.client, req))
                 .await?
                 .map(|r| self.lines_of(r)),
         };

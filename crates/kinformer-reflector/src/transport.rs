@@ -108,11 +108,34 @@ where
     Err(st.into_error(status.as_u16(), retry_after))
 }
 
-/// Reads a whole (non-streaming) response body.
-pub async fn read_body(resp: http::Response<Body>) -> Result<bytes::Bytes, ReflectorError> {
-    resp.into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| ReflectorError::Body(e.to_string()))
+/// Reads a whole (non-streaming) response body; a body that sends nothing
+/// for `idle` is abandoned with [`ReflectorError::IdleTimeout`] (a long
+/// body that keeps arriving is read to its end).
+pub async fn read_body(
+    resp: http::Response<Body>,
+    idle: Duration,
+) -> Result<bytes::Bytes, ReflectorError> {
+    let mut body = resp.into_body();
+    let mut parts = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(ReflectorError::IdleTimeout(idle)),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(ReflectorError::Body(e.to_string())),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    parts.push(data);
+                }
+            }
+        }
+    }
+    // One part (the common case for a small page) is returned as it is.
+    if parts.len() == 1 {
+        return Ok(parts.swap_remove(0));
+    }
+    let mut whole = bytes::BytesMut::with_capacity(parts.iter().map(bytes::Bytes::len).sum());
+    for p in parts {
+        whole.extend_from_slice(&p);
+    }
+    Ok(whole.freeze())
 }

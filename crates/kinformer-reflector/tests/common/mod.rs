@@ -17,8 +17,8 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{DeletedObject, EventHandlerFns, SharedIndexInformer};
 use kinformer_reflector::{
-    BackoffConfig, CancellationToken, DecodePool, DirectWatch, ListWatchTarget, MetricsHandle,
-    Reflector, ReflectorConfig, ReflectorError,
+    BackoffConfig, CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget,
+    MetricsHandle, Reflector, ReflectorConfig, ReflectorError,
 };
 use kube::Client;
 use parking_lot::Mutex;
@@ -91,6 +91,12 @@ pub enum Reply {
     Json(Value),
     /// A 200 streamed body of these exact chunks (no newline added), then end.
     Raw(Vec<String>),
+    /// No answer at all: the request is accepted and its response head
+    /// never sent (the connection stays open).
+    NoAnswer,
+    /// A 200 streamed body: each line (a newline added) after `every`,
+    /// then the stream stays open.
+    Paced { lines: Vec<String>, every: Duration },
     /// A watch stream: `before`, then wait for `gate` (if any), then `after`;
     /// then end, or stay open if `hang`.
     Stream {
@@ -199,6 +205,23 @@ async fn handle(State(script): State<Arc<Script>>, req: Request) -> Response {
         Reply::Status(500, status(500, "InternalError"))
     });
     match reply {
+        Reply::NoAnswer => std::future::pending().await,
+        Reply::Paced { lines, every } => {
+            let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
+            tokio::spawn(async move {
+                for l in lines {
+                    tokio::time::sleep(every).await;
+                    if tx.send(Ok(Bytes::from(format!("{l}\n")))).await.is_err() {
+                        return;
+                    }
+                }
+                tx.closed().await;
+            });
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(ReceiverStream::new(rx)))
+                .unwrap()
+        }
         Reply::Status(code, body) => Response::builder()
             .status(code)
             .header("content-type", "application/json")
@@ -396,12 +419,35 @@ impl Harness {
         )
     }
 
+    /// As [`Harness::start`], decoding with `decoders`, on `pool`'s
+    /// threads when given.
+    pub fn start_decoding(
+        client: Client,
+        config: ReflectorConfig,
+        pool: Option<Arc<DecodePool>>,
+        decoders: Decoders<Pod>,
+    ) -> Self {
+        let target = ListWatchTarget::of::<Pod>(&(), None);
+        Self::start_with(client, config, target, pool, None, decoders)
+    }
+
     fn start_full(
         client: Client,
         config: ReflectorConfig,
         target: ListWatchTarget,
         pool: Option<Arc<DecodePool>>,
         direct: Option<DirectWatch>,
+    ) -> Self {
+        Self::start_with(client, config, target, pool, direct, Decoders::serde())
+    }
+
+    fn start_with(
+        client: Client,
+        config: ReflectorConfig,
+        target: ListWatchTarget,
+        pool: Option<Arc<DecodePool>>,
+        direct: Option<DirectWatch>,
+        decoders: Decoders<Pod>,
     ) -> Self {
         let informer = SharedIndexInformer::<Pod>::builder().threads(1).build();
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -426,7 +472,8 @@ impl Harness {
         informer.start().unwrap();
         let errors = Arc::new(Mutex::new(Vec::new()));
         let errs = errors.clone();
-        let mut reflector = Reflector::new(client, target, Arc::clone(informer.queue()));
+        let mut reflector =
+            Reflector::new(client, target, Arc::clone(informer.queue())).decoders(decoders);
         if let Some(pool) = pool {
             reflector = reflector.decode_pool(pool);
         }

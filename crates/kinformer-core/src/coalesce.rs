@@ -42,8 +42,17 @@ impl<T: Coalesce> Coalesced<T> {
         }
     }
 
-    /// Adds an entry, coalescing by the rules above.
-    pub fn push(&mut self, entry: T) {
+    /// Adds an entry, coalescing by the rules above. Returns how many
+    /// entries the push folded away (0 to 2): entries merged into another,
+    /// or dropped with the intermediate states they described, which the
+    /// consumer will never see on their own.
+    pub fn push(&mut self, entry: T) -> usize {
+        let before = self.len();
+        self.push_entry(entry);
+        before + 1 - self.len()
+    }
+
+    fn push_entry(&mut self, entry: T) {
         let (Some(first), second) = (self.first.take(), self.second.take()) else {
             self.first = Some(entry);
             return;

@@ -242,6 +242,14 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     }
 
     /// Registers a handler with the informer's default resync period.
+    ///
+    /// Each handler runs on a thread of its own. Unlike client-go, whose
+    /// handlers receive every delta, a key's deltas are coalesced while
+    /// they wait in the queue ([`FifoStats::merged`](crate::FifoStats::merged))
+    /// and a handler that falls behind receives its backlog coalesced per
+    /// key ([`HandlerStats::merged`](crate::HandlerStats::merged)): it sees
+    /// each key's states in order, up to the newest, but not every
+    /// intermediate one. A panic in a handler is caught and counted.
     pub fn add_event_handler(
         &self,
         handler: impl ResourceEventHandler<K>,

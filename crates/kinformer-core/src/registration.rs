@@ -62,12 +62,14 @@ struct Backlog<K> {
 }
 
 impl<K> Backlog<K> {
-    /// Merges notifications into the per-key entries.
-    fn coalesce(&mut self, notes: Vec<(ObjectKey, Notification<K>)>, now: Instant) {
+    /// Merges notifications into the per-key entries; returns how many
+    /// were folded away (see [`Coalesced::push`]).
+    fn coalesce(&mut self, notes: Vec<(ObjectKey, Notification<K>)>, now: Instant) -> u64 {
+        let mut merged = 0;
         for (key, note) in notes {
             let initial = usize::from(is_initial(&note));
             if let Some(p) = self.pending.get_mut(&key) {
-                p.notes.push(note);
+                merged += p.notes.push(note) as u64;
                 p.initial += initial;
             } else {
                 self.order.push_back(key.clone());
@@ -81,6 +83,7 @@ impl<K> Backlog<K> {
                 );
             }
         }
+        merged
     }
 }
 
@@ -115,6 +118,8 @@ pub(crate) struct Registration<K> {
     /// Whether resync notifications are currently delivered to this handler.
     pub(crate) syncing: AtomicBool,
     delivered: AtomicU64,
+    /// Notifications folded into others by per-key coalescing.
+    merged: AtomicU64,
     panics: AtomicU64,
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
@@ -131,6 +136,11 @@ pub struct HandlerStats {
     pub id: u64,
     /// Notifications delivered (calls made).
     pub delivered: u64,
+    /// Notifications folded into a later one of the same key while this
+    /// handler lagged behind (see [`Coalesced`]): never delivered on their
+    /// own. Every notification pushed is delivered, merged, or still in
+    /// the backlog.
+    pub merged: u64,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
     /// Undelivered notifications (counted once per key for those coalesced
@@ -163,6 +173,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             next_resync: Mutex::new(Instant::now() + resync_period.unwrap_or_default()),
             syncing: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
+            merged: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
@@ -233,7 +244,10 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     since: now,
                 });
             } else {
-                b.coalesce(notes, now);
+                let merged = b.coalesce(notes, now);
+                if merged > 0 {
+                    self.merged.fetch_add(merged, Ordering::Relaxed);
+                }
             }
         }
         self.ready.notify_one();
@@ -373,6 +387,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
         HandlerStats {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
+            merged: self.merged.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
             backlog: segmented + b.pending.len() + replay,
             oldest_pending_age: oldest.map(|since| since.elapsed()),
@@ -516,6 +531,9 @@ mod tests {
             delete("old", 3),
             add("old", 4),
         ]);
+        // "new" kept only its last add (two folded away), "old" its delete
+        // and add (the update folded away).
+        assert_eq!(reg.stats().merged, 3);
         let (tx, rx) = std::sync::mpsc::channel();
         let (tx_add, tx_update, tx_delete) = (tx.clone(), tx.clone(), tx);
         let handler = EventHandlerFns::new()
@@ -568,6 +586,8 @@ mod tests {
         // coalesced into one entry per key (a, b, d).
         let segmented = MAX_WAITING_SEGMENTS * 2 + 1;
         assert_eq!(reg.stats().backlog, segmented + 3);
+        // a, b and d merged once each in the last batch.
+        assert_eq!(reg.stats().merged, 3);
         assert!(!reg.has_synced(), "three initial adds are undelivered");
 
         let (tx, rx) = std::sync::mpsc::channel();
@@ -599,6 +619,11 @@ mod tests {
         expected.push((last, last + 2, false));
         assert_eq!(of("a"), expected);
         assert_eq!(of("b"), expected);
+        // Every notification pushed was delivered or merged.
+        let pushed = 2 * batches as usize + 3;
+        let stats = reg.stats();
+        assert_eq!((stats.delivered + stats.merged) as usize, pushed);
+        assert_eq!(stats.backlog, 0);
         assert_eq!(of("c"), vec![(0, 1, true)]);
         assert_eq!(of("d"), vec![(0, 2, true)], "two initial adds merged");
         assert!(

@@ -43,6 +43,8 @@ fn add_then_update_coalesces() {
         ("ns/a".into(), vec![(Updated, 3, false)])
     );
     assert!(pop_now(&f).is_none());
+    let stats = f.stats();
+    assert_eq!((stats.enqueued, stats.merged), (3, 2));
 }
 
 #[test]

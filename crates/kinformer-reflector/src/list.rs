@@ -98,7 +98,6 @@ where
         };
         st.rv_unavailable = false;
         self.set_rv(st, &list_rv);
-        bump(&self.counters().lists);
         self.count_sync(st);
         tracing::debug!(reflector = %self.name, objects = n, rv = %list_rv, "listed");
         Ok(Ok(()))

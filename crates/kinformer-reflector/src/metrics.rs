@@ -8,9 +8,14 @@ use parking_lot::Mutex;
 /// A snapshot of a reflector's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReflectorMetrics {
-    /// LIST cycles completed (first list included).
+    /// Full lists begun (the first sync included), by LIST or WatchList: a
+    /// list in progress, or one that failed, shows as `lists_started`
+    /// above `lists`.
+    pub lists_started: u64,
+    /// Full lists completed (the first sync included), by LIST or
+    /// WatchList (those are also in `watch_list_syncs`).
     pub lists: u64,
-    /// LIST cycles after the first sync (relists).
+    /// Full lists completed after the first (relists).
     pub relists: u64,
     /// LIST requests (pages) sent.
     pub list_requests: u64,
@@ -27,7 +32,8 @@ pub struct ReflectorMetrics {
     pub protobuf_list_pages: u64,
     /// Watches answered through a [`DirectWatch`](crate::DirectWatch).
     pub direct_watches: u64,
-    /// Watch events applied (ADDED, MODIFIED, DELETED).
+    /// Watch events queued (ADDED, MODIFIED, DELETED; not bookmarks, nor
+    /// the initial events of a WatchList sync, which count as a list).
     pub events: u64,
     /// Bookmarks received.
     pub bookmarks: u64,
@@ -43,6 +49,7 @@ pub struct ReflectorMetrics {
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    pub lists_started: AtomicU64,
     pub lists: AtomicU64,
     pub relists: AtomicU64,
     pub list_requests: AtomicU64,
@@ -75,6 +82,7 @@ impl MetricsHandle {
         let c = &self.0;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         ReflectorMetrics {
+            lists_started: r(&c.lists_started),
             lists: r(&c.lists),
             relists: r(&c.relists),
             list_requests: r(&c.list_requests),

@@ -307,6 +307,7 @@ where
 
     /// One list-and-watch cycle: returns `Ok` to relist (after a backoff).
     async fn list_and_watch(&self, st: &mut State, token: &CancellationToken) -> Result<(), Stop> {
+        bump(&self.counters().lists_started);
         let mut stream = None;
         if self.config.watch_list && !st.watch_list_unsupported {
             stream = self.watch_list(st, token).await?;
@@ -434,6 +435,9 @@ where
         rv: &mut Option<String>,
     ) -> Result<(), Stop> {
         if !run.is_empty() {
+            self.counters()
+                .events
+                .fetch_add(run.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.apply(self.fifo.push_observed(run.drain(..)))?;
         }
         if let Some(rv) = rv.take() {
@@ -491,6 +495,9 @@ where
                         continue;
                     }
                 };
+                // Any event, a bookmark included, makes the watch more than
+                // "very short".
+                count += 1;
                 match event {
                     WatchEvent::Added(p) => run.push((Observed::Added, p)),
                     WatchEvent::Modified(p) => run.push((Observed::Updated, p)),
@@ -506,8 +513,6 @@ where
                         return Ok(WatchEnd::Relist);
                     }
                 }
-                count += 1;
-                bump(&self.counters().events);
                 if resource_version.is_some() {
                     rv = resource_version;
                 }
@@ -636,6 +641,7 @@ where
     /// Counts a completed list, and has the decode pool make spare chunks
     /// ready for the updates that follow it.
     pub(crate) fn count_sync(&self, st: &mut State) {
+        bump(&self.counters().lists);
         if st.synced_once {
             bump(&self.counters().relists);
         }

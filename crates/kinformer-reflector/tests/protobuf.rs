@@ -152,7 +152,7 @@ async fn a_protobuf_watch_against_the_sim_follows_churn() {
     let m = sync_and_churn_against_the_sim(fast(true)).await;
     assert_eq!(
         (m.watch_list_syncs, m.lists, m.protobuf_list_pages),
-        (1, 0, 0)
+        (1, 1, 0)
     );
 }
 

@@ -51,6 +51,7 @@ async fn rv_sequence_on_first_list_and_relist_is_zero_then_last() {
     assert_eq!(h.cache(), kv(&[("a", 5), ("b", 11)]));
     let m = h.metrics.get();
     assert_eq!((m.lists, m.relists), (2, 1));
+    assert_eq!(m.events, 1, "the ADDED; not the ERROR");
     assert!(h.has_error("api"));
     h.stop().await;
 }
@@ -343,6 +344,8 @@ async fn watch_list_is_not_synced_before_the_end_bookmark() {
     eventually("a and b cached", || h.cache() == kv(&[("a", 3), ("b", 4)])).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!h.informer.has_synced());
+    let m = h.metrics.get();
+    assert_eq!((m.lists_started, m.lists), (1, 0), "a list under way shows");
     gate.notify_one();
     eventually("synced", || h.informer.has_synced()).await;
     eventually("c cached", || h.cache().len() == 3).await;
@@ -352,7 +355,27 @@ async fn watch_list_is_not_synced_before_the_end_bookmark() {
     assert_eq!(w.param("allowWatchBookmarks"), Some("true"));
     assert!(script.seen_lists().is_empty());
     assert_eq!(script.seen_watches().len(), 1, "the same stream goes on");
-    assert_eq!(h.metrics.get().watch_list_syncs, 1);
+    let m = h.metrics.get();
+    assert_eq!(
+        (m.lists_started, m.lists, m.watch_list_syncs, m.relists),
+        (1, 1, 1, 0),
+        "a WatchList sync is a list"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_shows_in_the_counters_while_it_is_under_way() {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Json(list(10, vec![pod("a", 5)], None)))
+        .watch(Reply::lines(vec![error_event(410, "Expired")]))
+        .list(Reply::NoAnswer);
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start(client(addr), fast(false));
+    eventually("the relist's request", || script.seen_lists().len() == 2).await;
+    let m = h.metrics.get();
+    assert_eq!((m.lists_started, m.lists, m.relists), (2, 1, 0));
     h.stop().await;
 }
 

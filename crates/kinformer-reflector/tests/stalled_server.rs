@@ -139,6 +139,7 @@ async fn a_quiet_watch_with_bookmarks_is_not_cut(direct: bool) {
     eventually("every bookmark", || h.metrics.get().bookmarks == 8).await;
     let m = h.metrics.get();
     assert_eq!(m.watches, 1, "{:?}", h.errors.lock());
+    assert_eq!(m.events, 0, "bookmarks are not events");
     assert_eq!(m.last_resource_version, "18");
     assert!(!h.has_error("idle_timeout"), "{:?}", h.errors.lock());
     h.stop().await;

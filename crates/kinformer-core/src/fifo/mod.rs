@@ -9,6 +9,16 @@
 //! flight*: deltas arriving meanwhile accumulate, and the key rejoins the
 //! line only when the consumer calls [`DeltaFifo::done`], so the deltas of
 //! one key are never processed by two threads at once, and always in order.
+//!
+//! **Coalescing (a difference from client-go).** client-go's DeltaFIFO
+//! keeps every delta of a key and its handlers receive each of them.
+//! Here the deltas that wait for one key are folded as they arrive
+//! ([`Deltas`], at most two per key): several updates become the newest,
+//! and a create and delete that both happened while queued may leave
+//! nothing. The cache always ends in the server's state, and a handler
+//! sees a key's states in order, but not every intermediate state of a
+//! key that changed faster than it was processed. [`FifoStats::merged`] counts the
+//! deltas folded away, so `enqueued - merged` is what was applied.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry as MapEntry;
@@ -204,6 +214,10 @@ impl Observed {
 pub struct FifoStats {
     /// Deltas accepted.
     pub enqueued: u64,
+    /// Deltas folded into a later delta of the same key while it waited
+    /// (per-key coalescing, see [`Deltas`](crate::Deltas)): accepted in
+    /// `enqueued`, never applied or delivered on their own.
+    pub merged: u64,
     /// Objects refused for lack of a key.
     pub key_errors: u64,
     /// Keys listed more than once in one `replace` (the last one wins).
@@ -217,6 +231,7 @@ pub struct FifoStats {
 #[derive(Default)]
 struct Counters {
     enqueued: AtomicU64,
+    merged: AtomicU64,
     key_errors: AtomicU64,
     duplicate_keys: AtomicU64,
     tombstones: AtomicU64,
@@ -356,7 +371,14 @@ impl<K: Resource> DeltaFifo<K> {
                 e.initial |= initial;
                 e.digest = digest;
                 match &mut e.pending {
-                    Some(p) => p.push(delta),
+                    Some(p) => {
+                        let merged = p.push(delta);
+                        if merged > 0 {
+                            self.counters
+                                .merged
+                                .fetch_add(merged as u64, Ordering::Relaxed);
+                        }
+                    }
                     None => {
                         e.pending = Some(Deltas::new(delta));
                         if !e.in_flight {
@@ -638,6 +660,7 @@ impl<K> DeltaFifo<K> {
         let c = &self.counters;
         FifoStats {
             enqueued: c.enqueued.load(Ordering::Relaxed),
+            merged: c.merged.load(Ordering::Relaxed),
             key_errors: c.key_errors.load(Ordering::Relaxed),
             duplicate_keys: c.duplicate_keys.load(Ordering::Relaxed),
             tombstones: c.tombstones.load(Ordering::Relaxed),

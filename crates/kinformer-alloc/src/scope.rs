@@ -223,6 +223,37 @@ pub(crate) fn resize_last(part: usize, new_size: usize) -> bool {
         .unwrap_or(false)
 }
 
+/// `value` copied into chunks sized for what it holds now, when `part` (the
+/// address of one of its parts, e.g. its name's buffer) lies in the object
+/// arenas; otherwise `value` itself, unchanged. `part` is only compared
+/// with the arenas' range, never read.
+///
+/// For an object that a transform shrank after its decode (dropping its
+/// `managedFields`, say): the parts it freed are counted down, but their
+/// space is reused only with the whole chunk, which the parts it kept
+/// still hold, so the object would pin the memory of everything it was
+/// decoded with. The copy is packed by a scope of its own kind (sized from
+/// the copies before it); dropping the original gives its chunk back.
+/// Call it outside a decode scope (inside one, the copy would share the
+/// scope's chunk).
+///
+/// ```
+/// let kept = kinformer_alloc::scope::rehome(String::from("web-1"), std::ptr::null());
+/// assert_eq!(kept, "web-1");
+/// ```
+pub fn rehome<T: Clone>(value: T, part: *const u8) -> T {
+    /// A copy of a `T`: a scope kind (and size estimate) of its own, apart
+    /// from `T`'s decodes.
+    struct Rehomed<T>(T);
+    if !REGION.contains(part as usize) {
+        return value;
+    }
+    // An input length of 1: the kind's estimate learns the copy's bytes.
+    let copy = with_object_arena(1, || Rehomed(value.clone()));
+    drop(value);
+    copy.0
+}
+
 /// Runs `f` with this thread's allocations bumped into chunks sized for an
 /// object of type `T` decoded from `input_len` bytes (when
 /// [`crate::ObjectArenas`] is the global allocator; otherwise it only runs

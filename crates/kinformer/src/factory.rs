@@ -464,7 +464,19 @@ impl SharedInformerFactory {
                     Some(t) => t(obj),
                     None => obj,
                 };
-                if compact { obj.clone() } else { obj }
+                if compact {
+                    obj.clone()
+                } else {
+                    // Under the object arenas, what the transform kept is
+                    // packed into a chunk of its size, so the object does
+                    // not pin the chunk it was decoded into.
+                    let part = obj
+                        .meta()
+                        .name
+                        .as_deref()
+                        .map_or(std::ptr::null(), str::as_ptr);
+                    kinformer_alloc::scope::rehome(obj, part)
+                }
             });
         }
         let informer = builder.build();

@@ -28,7 +28,8 @@
 //! - [`transport`]: sending requests and classifying failures;
 //! - [`direct`]: watches read straight from their connections ([`DirectWatch`]);
 //! - [`error`]: typed errors ([`ReflectorError`]);
-//! - [`metrics`]: [`ReflectorMetrics`] counters.
+//! - [`metrics`]: [`ReflectorMetrics`] counters;
+//! - [`health`]: what a reflector is doing now ([`ReflectorStatus`], [`Phase`]).
 //!
 //! The reflector lists and watches; decoding runs on a [`DecodePool`] (one
 //! thread per core) in batches whose results come back in arrival order;
@@ -43,6 +44,7 @@ pub mod error;
 pub mod event;
 mod event_line;
 pub mod events;
+pub mod health;
 pub mod json;
 pub mod lines;
 mod list;
@@ -64,6 +66,7 @@ pub use decode::DecodePool;
 pub use direct::DirectWatch;
 pub use error::ReflectorError;
 pub use event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
+pub use health::{Phase, ReflectorStatus};
 pub use metrics::{MetricsHandle, ReflectorMetrics};
 pub use object_decode::Decoders;
 pub use reflector::{Reflector, WatchErrorHandler};

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::health::Health;
+
 /// A snapshot of a reflector's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReflectorMetrics {
@@ -65,6 +67,7 @@ pub(crate) struct Counters {
     pub decode_errors: AtomicU64,
     pub backoffs: AtomicU64,
     pub last_rv: Mutex<String>,
+    pub health: Health,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {

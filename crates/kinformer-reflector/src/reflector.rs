@@ -35,6 +35,7 @@ use crate::direct::DirectWatch;
 use crate::error::ReflectorError;
 use crate::event::WatchEvent;
 use crate::events::{DecodedEvent, Decoder, EventStream};
+use crate::health::{Phase, StopGuard};
 use crate::lines::Lines;
 use crate::metrics::{Counters, MetricsHandle, bump};
 use crate::object_decode::Decoders;
@@ -238,6 +239,12 @@ where
     /// Lists and watches until `shutdown` is cancelled or the FIFO is closed.
     /// Never returns because of a recoverable error.
     pub async fn run(self, shutdown: CancellationToken) {
+        // Marks the reflector stopped however its run ends (a panic
+        // included), for health checks.
+        let mut stopped = StopGuard {
+            health: &self.counters().health,
+            why: "shutdown",
+        };
         let mut st = State {
             last_rv: String::new(),
             rv_unavailable: false,
@@ -258,7 +265,10 @@ where
                 break;
             }
         }
-        tracing::debug!(reflector = %self.name, "reflector stopped");
+        if !shutdown.is_cancelled() {
+            stopped.why = "queue closed";
+        }
+        tracing::debug!(reflector = %self.name, why = stopped.why, "reflector stopped");
     }
 
     pub(crate) fn counters(&self) -> &Counters {
@@ -267,6 +277,7 @@ where
 
     pub(crate) fn report(&self, e: &ReflectorError) {
         bump(&self.counters().errors);
+        self.counters().health.error_seen(e);
         tracing::warn!(reflector = %self.name, kind = e.kind(), error = %e, "list/watch error");
         if let Some(f) = &self.on_error {
             f(e);
@@ -293,6 +304,7 @@ where
             d = d.max(f.min(self.config.backoff.max));
         }
         bump(&self.counters().backoffs);
+        self.counters().health.set_phase(Phase::BackingOff);
         tracing::debug!(reflector = %self.name, delay = ?d, "backing off");
         or_stop(token, tokio::time::sleep(d)).await
     }
@@ -308,6 +320,11 @@ where
     /// One list-and-watch cycle: returns `Ok` to relist (after a backoff).
     async fn list_and_watch(&self, st: &mut State, token: &CancellationToken) -> Result<(), Stop> {
         bump(&self.counters().lists_started);
+        let health = &self.counters().health;
+        health.set_phase(Phase::Listing);
+        if st.synced_once {
+            health.relist_begun();
+        }
         let mut stream = None;
         if self.config.watch_list && !st.watch_list_unsupported {
             stream = self.watch_list(st, token).await?;
@@ -388,6 +405,9 @@ where
                 .await?
                 .map(|r| self.lines_of(r)),
         };
+        if lines.is_ok() && !watch_list {
+            self.counters().health.set_phase(Phase::Watching);
+        }
         Ok(lines)
     }
 
@@ -438,6 +458,7 @@ where
             self.counters()
                 .events
                 .fetch_add(run.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.counters().health.event_seen();
             self.apply(self.fifo.push_observed(run.drain(..)))?;
         }
         if let Some(rv) = rv.take() {
@@ -502,7 +523,10 @@ where
                     WatchEvent::Added(p) => run.push((Observed::Added, p)),
                     WatchEvent::Modified(p) => run.push((Observed::Updated, p)),
                     WatchEvent::Deleted(p) => run.push((Observed::Deleted, p)),
-                    WatchEvent::Bookmark { .. } => bump(&self.counters().bookmarks),
+                    WatchEvent::Bookmark { .. } => {
+                        bump(&self.counters().bookmarks);
+                        self.counters().health.bookmark_seen();
+                    }
                     WatchEvent::Error(e) => {
                         self.push_run(st, &mut run, &mut rv)?;
                         self.report(&e);
@@ -642,6 +666,7 @@ where
     /// ready for the updates that follow it.
     pub(crate) fn count_sync(&self, st: &mut State) {
         bump(&self.counters().lists);
+        self.counters().health.set_phase(Phase::Watching);
         if st.synced_once {
             bump(&self.counters().relists);
         }

@@ -22,6 +22,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
 
 use crate::error::FactoryError;
+use crate::health::{DEFAULT_STALE_AFTER, FactoryHealth, InformerHealth};
 use crate::managed::{Managed, ManagedInformer};
 use crate::options::{InformerOptions, MetaTransform};
 use crate::sync::{self, SyncError};
@@ -41,6 +42,7 @@ pub struct FactoryBuilder {
     builtin_indexes: bool,
     release_whole: bool,
     runtime: Option<Handle>,
+    stale_after: Duration,
 }
 
 impl FactoryBuilder {
@@ -173,6 +175,16 @@ impl FactoryBuilder {
         self
     }
 
+    /// How long an informer's reflector may go without watching (listing,
+    /// backing off, failing) before [`SharedInformerFactory::health`] calls
+    /// its cache stale and the factory not ready (default
+    /// [`DEFAULT_STALE_AFTER`], 5 minutes: past the reflector's longest
+    /// backoff and idle timeout).
+    pub fn stale_after(mut self, d: Duration) -> Self {
+        self.stale_after = d;
+        self
+    }
+
     /// Builds the factory.
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
@@ -190,6 +202,7 @@ impl FactoryBuilder {
                 compact_objects: self.compact_objects,
                 builtin_indexes: self.builtin_indexes,
                 release_whole: self.release_whole,
+                stale_after: self.stale_after,
                 runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
                 informers: Mutex::new(Vec::new()),
@@ -219,6 +232,7 @@ struct Inner {
     compact_objects: bool,
     builtin_indexes: bool,
     release_whole: bool,
+    stale_after: Duration,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
     informers: Mutex<Vec<(Key, Arc<dyn Managed>)>>,
@@ -321,6 +335,7 @@ impl SharedInformerFactory {
             builtin_indexes: true,
             release_whole: false,
             runtime: None,
+            stale_after: DEFAULT_STALE_AFTER,
         }
     }
 
@@ -641,6 +656,31 @@ impl SharedInformerFactory {
             .iter()
             .map(|(_, m)| (m.name().to_string(), m.reflector_metrics()))
             .collect()
+    }
+
+    /// Every informer's health, and the answers to readiness and liveness
+    /// probes (see [`crate::health`]). Cheap: a few counters per informer.
+    pub fn health(&self) -> FactoryHealth {
+        let informers = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| {
+                InformerHealth::new(
+                    m.name().to_string(),
+                    m.has_synced(),
+                    m.reflector_status(),
+                    &m.informer_metrics(),
+                    self.inner.stale_after,
+                )
+            })
+            .collect();
+        FactoryHealth {
+            started: self.inner.started.load(Ordering::SeqCst),
+            shut_down: self.inner.stopped.load(Ordering::SeqCst),
+            informers,
+        }
     }
 
     fn begin_shutdown(&self) -> (Vec<JoinHandle<()>>, Vec<Arc<dyn Managed>>) {

@@ -12,6 +12,7 @@
 //! - [`options`]: [`InformerOptions`] (namespace, selectors) and the metadata transform;
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
 //! - [`sync`]: waiting for caches to sync ([`SyncError`]);
+//! - [`health`]: each informer's health, readiness and liveness answers;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
 //! - [`error`]: factory errors ([`FactoryError`]).
 //!
@@ -47,6 +48,7 @@
 
 pub mod error;
 pub mod factory;
+pub mod health;
 pub mod lister;
 pub mod managed;
 pub mod options;
@@ -54,6 +56,7 @@ pub mod sync;
 
 pub use error::FactoryError;
 pub use factory::{FactoryBuilder, SharedInformerFactory};
+pub use health::{FactoryHealth, InformerHealth, Probe};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
 pub use sync::SyncError;
@@ -69,6 +72,6 @@ pub use kinformer_core::{
     builtin_indexers, label_value,
 };
 pub use kinformer_reflector::{
-    BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Reflector, ReflectorConfig,
-    ReflectorError, ReflectorMetrics,
+    BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Phase, Reflector,
+    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus,
 };

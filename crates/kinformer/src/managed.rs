@@ -3,8 +3,10 @@
 
 use std::any::Any;
 
-use kinformer_core::SharedIndexInformer;
-use kinformer_reflector::{CancellationToken, MetricsHandle, Reflector, ReflectorMetrics};
+use kinformer_core::{InformerMetrics, SharedIndexInformer};
+use kinformer_reflector::{
+    CancellationToken, MetricsHandle, Reflector, ReflectorMetrics, ReflectorStatus,
+};
 use kube_core::Resource;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -29,6 +31,10 @@ pub trait Managed: Send + Sync {
     fn shutdown(&self);
     /// The reflector's counters.
     fn reflector_metrics(&self) -> ReflectorMetrics;
+    /// The reflector's status.
+    fn reflector_status(&self) -> ReflectorStatus;
+    /// The informer's counters.
+    fn informer_metrics(&self) -> InformerMetrics;
     /// The informer, as `&SharedIndexInformer<K>`.
     fn as_any(&self) -> &dyn Any;
 }
@@ -93,6 +99,14 @@ where
 
     fn reflector_metrics(&self) -> ReflectorMetrics {
         self.metrics.get()
+    }
+
+    fn reflector_status(&self) -> ReflectorStatus {
+        self.metrics.status()
+    }
+
+    fn informer_metrics(&self) -> InformerMetrics {
+        self.informer.metrics()
     }
 
     fn as_any(&self) -> &dyn Any {

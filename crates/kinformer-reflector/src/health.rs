@@ -79,6 +79,8 @@ pub struct ReflectorStatus {
     pub last_error: Option<(&'static str, String, Duration)>,
     /// Relists begun, by the kind of the error that led to each.
     pub relists_by_reason: Vec<(&'static str, u64)>,
+    /// Errors reported, by [`ReflectorError::kind`].
+    pub errors_by_kind: Vec<(&'static str, u64)>,
     /// Why it stopped, once [`Phase::Stopped`]: `"shutdown"`, `"queue
     /// closed"`, or the message of the panic that ended its task.
     pub stopped: Option<String>,
@@ -121,7 +123,17 @@ pub(crate) struct Health {
     last_bookmark: AtomicU64,
     last_error: Mutex<Option<(&'static str, String, u64)>>,
     relists_by_reason: Mutex<Vec<(&'static str, u64)>>,
+    errors_by_kind: Mutex<Vec<(&'static str, u64)>>,
     stopped: Mutex<Option<String>>,
+}
+
+/// Adds one to `label`'s count.
+fn tally(counts: &Mutex<Vec<(&'static str, u64)>>, label: &'static str) {
+    let mut counts = counts.lock();
+    match counts.iter_mut().find(|(l, _)| *l == label) {
+        Some((_, n)) => *n += 1,
+        None => counts.push((label, 1)),
+    }
 }
 
 impl Health {
@@ -152,16 +164,13 @@ impl Health {
 
     pub(crate) fn error_seen(&self, e: &ReflectorError) {
         *self.last_error.lock() = Some((e.kind(), e.to_string(), stamp()));
+        tally(&self.errors_by_kind, e.kind());
     }
 
     /// A relist begins: counted under the kind of the last error.
     pub(crate) fn relist_begun(&self) {
         let reason = self.last_error.lock().as_ref().map_or("unknown", |e| e.0);
-        let mut reasons = self.relists_by_reason.lock();
-        match reasons.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => reasons.push((reason, 1)),
-        }
+        tally(&self.relists_by_reason, reason);
     }
 
     pub(crate) fn stop(&self, why: String) {
@@ -195,6 +204,7 @@ impl Health {
                 .as_ref()
                 .map(|(kind, msg, at)| (*kind, msg.clone(), age(*at, now).unwrap_or_default())),
             relists_by_reason: self.relists_by_reason.lock().clone(),
+            errors_by_kind: self.errors_by_kind.lock().clone(),
             stopped: self.stopped.lock().clone(),
         }
     }
@@ -272,6 +282,7 @@ mod tests {
             s.relists_by_reason,
             vec![("unknown", 1), ("truncated_event", 2)]
         );
+        assert_eq!(s.errors_by_kind, vec![("truncated_event", 1)]);
         assert_eq!(s.last_error.as_ref().map(|e| e.0), Some("truncated_event"));
         h.stop("shutdown".into());
         assert_eq!(h.status().phase, Phase::Stopped);

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use crate::error::FactoryError;
 use crate::health::{DEFAULT_STALE_AFTER, FactoryHealth, InformerHealth};
 use crate::managed::{Managed, ManagedInformer};
+use crate::metrics::FactoryCollector;
 use crate::options::{InformerOptions, MetaTransform};
 use crate::sync::{self, SyncError};
 
@@ -217,6 +218,14 @@ impl FactoryBuilder {
 }
 
 type Key = (TypeId, ListWatchTarget);
+
+/// One informer's health and counters at one moment.
+pub(crate) struct Observation {
+    pub(crate) health: InformerHealth,
+    pub(crate) reflector: ReflectorMetrics,
+    pub(crate) informer: kinformer_core::InformerMetrics,
+    pub(crate) cached: usize,
+}
 
 struct Inner {
     client: Client,
@@ -661,26 +670,48 @@ impl SharedInformerFactory {
     /// Every informer's health, and the answers to readiness and liveness
     /// probes (see [`crate::health`]). Cheap: a few counters per informer.
     pub fn health(&self) -> FactoryHealth {
-        let informers = self
-            .inner
-            .informers
-            .lock()
-            .iter()
-            .map(|(_, m)| {
-                InformerHealth::new(
-                    m.name().to_string(),
-                    m.has_synced(),
-                    m.reflector_status(),
-                    &m.informer_metrics(),
-                    self.inner.stale_after,
-                )
-            })
-            .collect();
+        let informers = self.observe().into_iter().map(|o| o.health).collect();
         FactoryHealth {
             started: self.inner.started.load(Ordering::SeqCst),
             shut_down: self.inner.stopped.load(Ordering::SeqCst),
             informers,
         }
+    }
+
+    /// Registers this factory's collector with `registry`: each scrape
+    /// then reads every informer's counters (see [`crate::metrics`]).
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(FactoryCollector::new(self.clone())));
+    }
+
+    /// Every informer's health and counters, read now.
+    pub(crate) fn observe(&self) -> Vec<Observation> {
+        let informers: Vec<Arc<dyn Managed>> = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        informers
+            .iter()
+            .map(|m| {
+                let informer = m.informer_metrics();
+                let health = InformerHealth::new(
+                    m.name().to_string(),
+                    m.has_synced(),
+                    m.reflector_status(),
+                    &informer,
+                    self.inner.stale_after,
+                );
+                Observation {
+                    health,
+                    reflector: m.reflector_metrics(),
+                    informer,
+                    cached: m.cached_objects(),
+                }
+            })
+            .collect()
     }
 
     fn begin_shutdown(&self) -> (Vec<JoinHandle<()>>, Vec<Arc<dyn Managed>>) {

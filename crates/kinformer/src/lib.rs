@@ -13,6 +13,7 @@
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
 //! - [`sync`]: waiting for caches to sync ([`SyncError`]);
 //! - [`health`]: each informer's health, readiness and liveness answers;
+//! - [`metrics`]: Prometheus exposition of every informer's counters;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
 //! - [`error`]: factory errors ([`FactoryError`]).
 //!
@@ -51,6 +52,7 @@ pub mod factory;
 pub mod health;
 pub mod lister;
 pub mod managed;
+pub mod metrics;
 pub mod options;
 pub mod sync;
 

@@ -35,6 +35,8 @@ pub trait Managed: Send + Sync {
     fn reflector_status(&self) -> ReflectorStatus;
     /// The informer's counters.
     fn informer_metrics(&self) -> InformerMetrics;
+    /// How many objects its cache holds.
+    fn cached_objects(&self) -> usize;
     /// The informer, as `&SharedIndexInformer<K>`.
     fn as_any(&self) -> &dyn Any;
 }
@@ -107,6 +109,10 @@ where
 
     fn informer_metrics(&self) -> InformerMetrics {
         self.informer.metrics()
+    }
+
+    fn cached_objects(&self) -> usize {
+        self.informer.indexer().len()
     }
 
     fn as_any(&self) -> &dyn Any {

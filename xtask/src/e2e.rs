@@ -143,14 +143,9 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<()> {
 
 /// `cargo xtask loadtest --kubeconfig FILE --objects 2000 --duration 5`.
 fn real_server_loadtest(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: crate::loadtest::LoadtestArgs,
-    }
     let kubeconfig = kubeconfig.to_string_lossy();
-    let args = <Wrapper as clap::Parser>::try_parse_from([
-        "loadtest",
+    eprintln!("load test against kube-apiserver: 2000 Pods, 5 s of churn");
+    crate::loadtest::run_with(&[
         "--kubeconfig",
         &kubeconfig,
         "--objects",
@@ -158,8 +153,6 @@ fn real_server_loadtest(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
         "--duration",
         "5",
         "--quiet",
-    ])?
-    .args;
-    eprintln!("load test against kube-apiserver: 2000 Pods, 5 s of churn");
-    crate::loadtest::run(&args)
+    ])
+    .map(drop)
 }

@@ -4,9 +4,11 @@
 //! - `cargo xtask loadtest`: fill, sync, churn and verify an informer at scale.
 //! - `cargo xtask apiserver build|start|stop|env`: upstream kube-apiserver + etcd for e2e tests.
 //! - `cargo xtask e2e`: the end-to-end suite against that real kube-apiserver.
+//! - `cargo xtask fuzz --seconds N`: the fuzz targets of `fuzz/`, N seconds each.
 
 mod apiserver;
 mod e2e;
+mod fuzz;
 mod loadtest;
 mod simbench;
 mod test;
@@ -40,6 +42,8 @@ enum Command {
     E2e(e2e::E2eArgs),
     /// Measure kinformer-sim against its scale targets (fill, paged LIST, watch fan-out).
     Simbench(simbench::SimbenchArgs),
+    /// Run the fuzz targets of the decoders for a bounded time each.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// The workspace's root directory (xtask's parent).
@@ -65,5 +69,6 @@ fn main() -> anyhow::Result<()> {
         Command::Apiserver(args) => apiserver::run(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Simbench(args) => simbench::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
     }
 }

@@ -1,5 +1,6 @@
 //! `cargo xtask test`: every test of the workspace, in one command: the unit,
-//! integration and doc tests of every crate, the loom models, then the end-to-end suite
+//! integration and doc tests of every crate, the loom models, a short chaos
+//! load test against the simulator, then the end-to-end suite
 //! against a real kube-apiserver built from the published Go modules, with
 //! the WatchList feature on and off.
 
@@ -40,6 +41,35 @@ fn loom_models(cargo: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A short load test against the simulator with every kind of fault
+/// (`--faults chaos`: watches closed, a restart that drops the history,
+/// 429s and 500s, malformed and truncated lines): the informer must end
+/// with the simulator's objects, having met faults and relisted.
+fn chaos_loadtest() -> anyhow::Result<()> {
+    eprintln!("chaos load test: 3000 Pods, 40 s of churn under --faults chaos");
+    let report = crate::loadtest::run_with(&[
+        "--objects",
+        "3000",
+        "--duration",
+        "40",
+        "--churn",
+        "500",
+        "--faults",
+        "chaos",
+        "--settle",
+        "0",
+        "--quiet",
+    ])?;
+    if report.faults_injected == 0 || report.relists == 0 {
+        bail!(
+            "the chaos load test met {} faults and {} relists: the faults did not reach the informer",
+            report.faults_injected,
+            report.relists
+        );
+    }
+    Ok(())
+}
+
 /// `cargo xtask e2e` with its default options.
 #[derive(Parser)]
 struct DefaultE2e {
@@ -59,6 +89,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         bail!("cargo test failed: {status}");
     }
     loom_models(&cargo)?;
+    chaos_loadtest()?;
     if args.skip_e2e {
         if std::env::var_os("CI").is_some() {
             bail!("--skip-e2e is not allowed in CI");

@@ -28,6 +28,7 @@
 //! - [`transport`]: sending requests and classifying failures;
 //! - [`direct`]: watches read straight from their connections ([`DirectWatch`]);
 //! - [`error`]: typed errors ([`ReflectorError`]);
+//! - `fuzzing`: entry points of the fuzz targets (only under `--cfg fuzzing`);
 //! - [`metrics`]: [`ReflectorMetrics`] counters;
 //! - [`health`]: what a reflector is doing now ([`ReflectorStatus`], [`Phase`]).
 //!
@@ -44,6 +45,8 @@ pub mod error;
 pub mod event;
 mod event_line;
 pub mod events;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 pub mod health;
 pub mod json;
 pub mod lines;

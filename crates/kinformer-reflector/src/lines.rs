@@ -153,6 +153,33 @@ impl Lines {
     }
 }
 
+/// Splits `body`, arriving in chunks cut at `cuts`, into lines (or frames
+/// when `framed`) as [`Lines`] does: the number of records before the end
+/// or the first error (the fuzz targets' entry, see `crate::fuzzing`).
+#[cfg(fuzzing)]
+pub(crate) fn split_all(body: &[u8], cuts: &[usize], framed: bool) -> usize {
+    let mut split = Splitter {
+        framed,
+        ..Splitter::default()
+    };
+    let mut records = 0;
+    let mut at = 0;
+    for cut in cuts.iter().copied().chain([body.len()]) {
+        let cut = cut.clamp(at, body.len());
+        split.push(Bytes::copy_from_slice(&body[at..cut]));
+        at = cut;
+        loop {
+            match split.next_record() {
+                Ok(Some(_)) => records += 1,
+                Ok(None) => break,
+                Err(_) => return records,
+            }
+        }
+    }
+    split.finish();
+    records
+}
+
 /// Cuts chunks of a body into lines (or frames). A line that lies within
 /// one chunk is a slice of it (no copy), so the chunk's memory lives until
 /// its last line is decoded and dropped; only a line that spans chunks is

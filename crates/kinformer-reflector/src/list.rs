@@ -41,8 +41,8 @@ struct RawListMeta {
 
 /// One LIST page: its items as raw JSON or protobuf (slices of the
 /// response body).
-struct Page {
-    items: Vec<Bytes>,
+pub(crate) struct Page {
+    pub(crate) items: Vec<Bytes>,
     format: ItemFormat,
     resource_version: String,
     continue_: Option<String>,
@@ -264,7 +264,7 @@ fn protobuf_page(body: Bytes) -> Result<Page, ReflectorError> {
 }
 
 /// Parses a LIST response into raw items (slices of `body`, no copy).
-fn split_page(body: &Bytes) -> Result<Page, ReflectorError> {
+pub(crate) fn split_page(body: &Bytes) -> Result<Page, ReflectorError> {
     let list: RawList<'_> =
         serde_json::from_slice(body).map_err(|e| ReflectorError::MalformedList(e.to_string()))?;
     let base = body.as_ptr() as usize;

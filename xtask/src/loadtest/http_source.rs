@@ -240,6 +240,8 @@ trait Cache<K>: Send + Sync + 'static {
     fn synced(&self) -> bool;
     fn drained(&self) -> bool;
     fn contains(&self, key: &str) -> bool;
+    /// Objects cached (`None`: not cheap to count).
+    fn len(&self) -> Option<usize>;
     fn keys_and_versions(&self) -> Vec<(String, Option<String>)>;
     /// Up to `n` of the cached keys (what the reader threads look up).
     fn keys(&self, n: usize) -> Vec<String>;
@@ -281,6 +283,9 @@ impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
     }
     fn contains(&self, key: &str) -> bool {
         self.informer.indexer().get(key).is_some()
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.informer.indexer().len())
     }
     fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
         let snapshot = self.informer.indexer().snapshot();
@@ -345,6 +350,10 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
     fn drained(&self) -> bool {
         // The consumer runs inline in the stream: what it saw is applied.
         true
+    }
+    fn len(&self) -> Option<usize> {
+        // Its store's `state()` copies every entry.
+        None
     }
     fn contains(&self, key: &str) -> bool {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
@@ -428,10 +437,19 @@ where
         };
         caches.push(cache);
     }
+    let sync = super::progress::bar(args.quiet, args.objects as u64, "sync");
+    let mut polls = 0u64;
     let synced = wait_for(Duration::from_secs(900), || {
+        polls += 1;
+        if polls.is_multiple_of(20)
+            && let Some(n) = caches[0].len()
+        {
+            sync.set_position(n as u64);
+        }
         caches.iter().all(|c| c.synced())
     });
     let initial_sync_seconds = t0.elapsed().as_secs_f64();
+    sync.finish();
     let stolen_sync_seconds = sync_steal.seconds();
     if !synced {
         caches.iter().for_each(|c| c.shutdown());
@@ -479,7 +497,15 @@ where
             rt.block_on(server.release())?;
             n
         }
-        None => rt.block_on(server.churn(args))?,
+        None => {
+            let churn = super::progress::bar(
+                args.quiet,
+                u64::try_from(args.churn_duration().as_millis()).unwrap_or(u64::MAX),
+                "churn ms",
+            );
+            let _ticker = super::progress::Ticker::start(churn);
+            rt.block_on(server.churn(args))?
+        }
     };
     let target = rt.block_on(server.target_rv())?;
     let mut polls = 0u64;

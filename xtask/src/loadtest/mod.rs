@@ -8,6 +8,7 @@ mod http_source;
 mod measure;
 mod pods;
 mod process;
+mod progress;
 mod report;
 mod sim_process;
 mod synthetic;
@@ -252,6 +253,25 @@ impl LoadtestArgs {
 
 /// Runs the load test and prints (and optionally writes) the report.
 pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
+    run_report(args).map(drop)
+}
+
+/// Runs the load test given its command-line arguments (without the
+/// program name), as [`run`]; returns the report.
+pub fn run_with(args: &[&str]) -> anyhow::Result<report::Report> {
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: LoadtestArgs,
+    }
+    let parsed = <Wrapper as clap::Parser>::try_parse_from(
+        std::iter::once("loadtest").chain(args.iter().copied()),
+    )?;
+    run_report(&parsed.args)
+}
+
+/// As [`run`], returning the report (once it was printed and written).
+fn run_report(args: &LoadtestArgs) -> anyhow::Result<report::Report> {
     if args.kind != "pods" {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
@@ -284,14 +304,6 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         Source::Sim | Source::Kubeconfig => http_source::run(args)?,
     };
     report.print_table();
-    let arenas = kinformer_alloc::region::REGION.stats();
-    if arenas.cut_bytes > 0 {
-        eprintln!(
-            "object arenas: {:.1} MiB of chunks cut, {:.1} MiB of them free at the end",
-            arenas.cut_bytes as f64 / (1 << 20) as f64,
-            arenas.free_bytes as f64 / (1 << 20) as f64
-        );
-    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
         eprintln!("figures written to {}", path.display());
@@ -299,5 +311,5 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     if !report.cache_matches_source {
         bail!("the cache does not match the source");
     }
-    Ok(())
+    Ok(report)
 }

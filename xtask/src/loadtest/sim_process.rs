@@ -79,9 +79,15 @@ impl SimProcess {
             let _ = BufReader::new(stdout).read_line(&mut line);
             let _ = tx.send(line);
         });
+        let fill = super::progress::spinner(
+            args.quiet,
+            format!("filling the simulator with {} objects", args.objects),
+        );
         let line = rx
             .recv_timeout(Duration::from_secs(900))
-            .context("the simulator did not report its address")?;
+            .context("the simulator did not report its address");
+        fill.finish();
+        let line = line?;
         let Some(url) = line.trim().strip_prefix("LISTENING ") else {
             let _ = child.kill();
             bail!("unexpected first line from the simulator: {line:?}");

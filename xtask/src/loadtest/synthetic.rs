@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{HandlerRegistration, SharedIndexInformer, builtin_indexers};
 use rand::Rng;
@@ -25,19 +25,7 @@ struct Under {
 }
 
 fn bar(args: &LoadtestArgs, len: u64, msg: &'static str) -> ProgressBar {
-    if args.quiet {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{msg:>12} [{bar:40}] {pos}/{len} {elapsed_precise} {per_sec}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    pb.set_message(msg);
-    pb
+    super::progress::bar(args.quiet, len, msg)
 }
 
 #[derive(Clone, Copy)]

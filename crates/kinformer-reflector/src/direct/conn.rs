@@ -137,7 +137,7 @@ fn field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 /// Reads the answer's head from `io`; the body is what follows on it.
-async fn read_head(mut io: Box<dyn Io>) -> Result<Response<DirectBody>, BoxError> {
+pub(super) async fn read_head(mut io: Box<dyn Io>) -> Result<Response<DirectBody>, BoxError> {
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {
         if io.read_buf(&mut buf).await? == 0 {

@@ -105,6 +105,43 @@ impl DirectWatch {
     }
 }
 
+/// A response read from a connection that delivers `wire` in two reads
+/// (cut at `cut`), as a direct watch reads one: its status and body (the
+/// fuzz targets' entry, see `crate::fuzzing`).
+#[cfg(fuzzing)]
+pub(crate) async fn read_response(
+    mut wire: bytes::BytesMut,
+    cut: usize,
+) -> Result<(u16, Vec<u8>), String> {
+    use http_body_util::BodyExt;
+    use tokio::io::AsyncWriteExt;
+    let (client, mut server) = tokio::io::duplex(64 * 1024);
+    let rest = wire.split_off(cut.min(wire.len()));
+    let writer = tokio::spawn(async move {
+        // The reader may stop early (an error): a failed write ends it.
+        for part in [wire, rest] {
+            if server.write_all(&part).await.is_err() {
+                return;
+            }
+        }
+    });
+    let answer = async {
+        let resp = conn::read_head(Box::new(client))
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((status, body.to_bytes().to_vec()))
+    };
+    let out = answer.await;
+    writer.abort();
+    out
+}
+
 fn transport(e: BoxError) -> ReflectorError {
     ReflectorError::Transport(kube::Error::Service(e))
 }

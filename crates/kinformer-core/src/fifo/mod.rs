@@ -215,7 +215,7 @@ pub struct FifoStats {
     /// Deltas accepted.
     pub enqueued: u64,
     /// Deltas folded into a later delta of the same key while it waited
-    /// (per-key coalescing, see [`Deltas`](crate::Deltas)): accepted in
+    /// (per-key coalescing, see [`Deltas`]): accepted in
     /// `enqueued`, never applied or delivered on their own.
     pub merged: u64,
     /// Objects refused for lack of a key.

@@ -2,8 +2,9 @@
 //! (the decoders of what a server sends) for N seconds each, from its seed
 //! corpus in `fuzz/corpus/TARGET`, and reports the executions of each.
 //! Fails on any crash, leak or timeout (libFuzzer writes the input to
-//! `fuzz/artifacts/TARGET/`). Needs the nightly toolchain; installs
-//! `cargo-fuzz` from crates.io when it is missing.
+//! `fuzz/artifacts/TARGET/`). Needs the nightly toolchain (run through
+//! `rustup run nightly`); installs `cargo-fuzz` from crates.io when it is
+//! missing.
 
 use std::process::Command;
 
@@ -30,8 +31,17 @@ pub struct FuzzArgs {
     target: Vec<String>,
 }
 
-fn cargo_fuzz_installed(cargo: &str) -> bool {
-    Command::new(cargo)
+/// `cargo` of the nightly toolchain, through rustup (the `cargo` that
+/// runs xtask is the stable toolchain's own binary, which knows no
+/// `+nightly`).
+fn nightly_cargo() -> Command {
+    let mut c = Command::new("rustup");
+    c.args(["run", "nightly", "cargo"]);
+    c
+}
+
+fn cargo_fuzz_installed() -> bool {
+    nightly_cargo()
         .args(["fuzz", "--version"])
         .output()
         .is_ok_and(|o| o.status.success())
@@ -39,9 +49,19 @@ fn cargo_fuzz_installed(cargo: &str) -> bool {
 
 /// Runs the targets (see the module docs).
 pub fn run(args: &FuzzArgs) -> anyhow::Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    if !cargo_fuzz_installed(&cargo) {
+    let nightly = nightly_cargo().arg("--version").output();
+    if !nightly.as_ref().is_ok_and(|o| o.status.success()) {
+        bail!(
+            "the nightly toolchain is needed (`rustup toolchain install nightly`): {}",
+            nightly.map_or_else(
+                |e| e.to_string(),
+                |o| String::from_utf8_lossy(&o.stderr).into_owned()
+            )
+        );
+    }
+    if !cargo_fuzz_installed() {
         eprintln!("installing cargo-fuzz");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(&cargo)
             .args(["install", "cargo-fuzz", "--locked"])
             .status()
@@ -66,8 +86,8 @@ pub fn run(args: &FuzzArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(&work)?;
         let seeds = root.join("fuzz/corpus").join(target);
         eprintln!("fuzzing {target} for {} s", args.seconds);
-        let out = Command::new(&cargo)
-            .args(["+nightly", "fuzz", "run", target])
+        let out = nightly_cargo()
+            .args(["fuzz", "run", target])
             .arg(&work)
             .arg(&seeds)
             .args([

@@ -9,7 +9,9 @@ use kube::core::PartialObjectMeta;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {
-    if split_list_page(body).is_ok() {
-        let _ = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta().object(body, true);
+    if let Ok(items) = split_list_page(body) {
+        for item in items {
+            let _ = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta().object(&item, true);
+        }
     }
 });

@@ -28,11 +28,17 @@ pub struct ReflectorConfig {
     pub watch_timeout_max: Duration,
     /// Client-side idle timeout, from the moment a request is sent: a watch
     /// that sends nothing this long (no response head, no event, not even a
-    /// bookmark) is abandoned and re-established; a LIST whose answer (its
-    /// head, or the next part of its body) takes this long is abandoned and
-    /// retried after a backoff (default 150 s; kube-apiserver sends a
-    /// watch's bookmarks about once a minute).
+    /// bookmark) is abandoned and re-established; a LIST whose body stops
+    /// arriving this long is abandoned and retried after a backoff
+    /// (default 150 s; kube-apiserver sends a watch's bookmarks about once
+    /// a minute).
     pub idle_timeout: Duration,
+    /// How long a LIST may take to start answering (its response head)
+    /// before it is abandoned and retried after a backoff (default 10 min):
+    /// kube-apiserver answers an unpaged LIST once it has read the whole
+    /// collection, from etcd after an expired continue token, which can
+    /// take minutes at a million objects.
+    pub list_timeout: Duration,
     /// A watch that ends sooner than this without delivering any event is
     /// "very short" and triggers a relist (default 1 s).
     pub short_watch: Duration,
@@ -64,6 +70,7 @@ impl Default for ReflectorConfig {
             watch_timeout_min: Duration::from_secs(300),
             watch_timeout_max: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(150),
+            list_timeout: Duration::from_secs(600),
             short_watch: Duration::from_secs(1),
             backoff: BackoffConfig::default(),
             max_queued_keys: 16_384,
@@ -102,6 +109,12 @@ impl ReflectorConfig {
     /// Sets [`ReflectorConfig::idle_timeout`].
     pub fn idle_timeout(mut self, d: Duration) -> Self {
         self.idle_timeout = d;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::list_timeout`].
+    pub fn list_timeout(mut self, d: Duration) -> Self {
+        self.list_timeout = d;
         self
     }
 

@@ -70,9 +70,9 @@ pub enum ReflectorError {
     /// A request could not be built (invalid selector characters, ...).
     #[error("could not build request: {0}")]
     Request(String),
-    /// Decoding or transforming one object panicked (a poison object, a
-    /// panicking transform): the object is skipped and counted.
-    #[error("decoding or transforming an object panicked: {0}")]
+    /// Decoding one object panicked (a poison object): the object is
+    /// skipped and counted.
+    #[error("decoding an object panicked: {0}")]
     DecodePanicked(String),
     /// A decode worker went away without answering (it panicked or its
     /// pool was shut down).

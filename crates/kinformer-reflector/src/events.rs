@@ -149,10 +149,10 @@ where
     /// Decodes `inputs` with `f`, each on the decode thread of its key's
     /// shard (inline without a pool); results come back in input order.
     ///
-    /// A panic while one input is decoded or transformed (a poison object,
-    /// a panicking transform) becomes that input's
-    /// [`ReflectorError::DecodePanicked`]: the rest of the batch, the
-    /// decode thread and the reflector go on.
+    /// A panic while one input is decoded (a poison object) becomes that
+    /// input's [`ReflectorError::DecodePanicked`]: the rest of the batch,
+    /// the decode thread and the reflector go on. (A panicking transform is
+    /// caught by the queue's `prepare` first: `FifoError::TransformPanicked`.)
     fn run<T: Send + 'static>(
         &self,
         inputs: Vec<Bytes>,
@@ -162,7 +162,7 @@ where
         let f = move |fifo: &DeltaFifo<K>, b: &Bytes| {
             catch_unwind(AssertUnwindSafe(|| f(fifo, b))).unwrap_or_else(|p| {
                 let msg = panic_message(p.as_ref());
-                tracing::error!(panic = %msg, "decoding or transforming an object panicked; skipped");
+                tracing::error!(panic = %msg, "decoding an object panicked; skipped");
                 Err(ReflectorError::DecodePanicked(msg))
             })
         };

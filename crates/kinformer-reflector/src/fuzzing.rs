@@ -5,10 +5,10 @@
 
 use bytes::{Bytes, BytesMut};
 
-/// A JSON LIST page's split into items (`resourceVersion`, `continue`):
-/// the number of items, or the error.
-pub fn split_list_page(body: &[u8]) -> Result<usize, crate::ReflectorError> {
-    crate::list::split_page(&Bytes::copy_from_slice(body)).map(|p| p.items.len())
+/// A JSON LIST page split into its items (checking its `resourceVersion`
+/// and `continue`): each item's bytes, or the error.
+pub fn split_list_page(body: &[u8]) -> Result<Vec<Bytes>, crate::ReflectorError> {
+    crate::list::split_page(&Bytes::copy_from_slice(body)).map(|p| p.items)
 }
 
 /// Watch body bytes cut into lines (or protobuf frames when `framed`) as

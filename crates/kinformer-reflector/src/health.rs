@@ -36,7 +36,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 5] = [
+    /// Every phase, in the order above.
+    pub const ALL: [Phase; 5] = [
         Phase::NotStarted,
         Phase::Listing,
         Phase::Watching,
@@ -82,7 +83,8 @@ pub struct ReflectorStatus {
     /// Errors reported, by [`ReflectorError::kind`].
     pub errors_by_kind: Vec<(&'static str, u64)>,
     /// Why it stopped, once [`Phase::Stopped`]: `"shutdown"`, `"queue
-    /// closed"`, or the message of the panic that ended its task.
+    /// closed"`, or `"panicked"` (the panic's message is in the log, from
+    /// the panic hook and the task's join).
     pub stopped: Option<String>,
 }
 

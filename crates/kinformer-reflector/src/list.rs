@@ -138,10 +138,11 @@ where
             };
             // Earlier pages were decoded while this one was fetched: queue
             // them, then hand this page to the decoders.
-            while let Some(batch) = pending.pop_front() {
-                if let Err(e) = self.queue_items(&mut session, batch, token).await? {
-                    return Ok(Err(e));
-                }
+            if let Err(e) = self
+                .queue_pending(&mut session, &mut pending, 0, token)
+                .await?
+            {
+                return Ok(Err(e));
             }
             // This page goes to the decoders in chunks, only a few in
             // flight: a server that answers unpaged (from its watch cache,
@@ -156,12 +157,12 @@ where
                 if chunk.is_empty() {
                     break;
                 }
-                while pending.len() >= decoder.depth()
-                    && let Some(batch) = pending.pop_front()
+                let keep = decoder.depth().saturating_sub(1);
+                if let Err(e) = self
+                    .queue_pending(&mut session, &mut pending, keep, token)
+                    .await?
                 {
-                    if let Err(e) = self.queue_items(&mut session, batch, token).await? {
-                        return Ok(Err(e));
-                    }
+                    return Ok(Err(e));
                 }
                 pending.push_back(match &page.format {
                     ItemFormat::Json => decoder.items(chunk),
@@ -174,10 +175,11 @@ where
                     cont = Some(c);
                 }
                 _ => {
-                    while let Some(batch) = pending.pop_front() {
-                        if let Err(e) = self.queue_items(&mut session, batch, token).await? {
-                            return Ok(Err(e));
-                        }
+                    if let Err(e) = self
+                        .queue_pending(&mut session, &mut pending, 0, token)
+                        .await?
+                    {
+                        return Ok(Err(e));
                     }
                     let n = session.len();
                     self.apply(session.finish(&page.resource_version))?;
@@ -185,6 +187,25 @@ where
                 }
             }
         }
+    }
+
+    /// Queues the oldest decoded batches of `pending` until at most `keep`
+    /// are left in flight.
+    async fn queue_pending(
+        &self,
+        session: &mut kinformer_core::ReplaceSession<'_, K>,
+        pending: &mut VecDeque<Items<K>>,
+        keep: usize,
+        token: &CancellationToken,
+    ) -> Result<Result<(), ReflectorError>, Stop> {
+        while pending.len() > keep
+            && let Some(batch) = pending.pop_front()
+        {
+            if let Err(e) = self.queue_items(session, batch, token).await? {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
     }
 
     async fn queue_items(
@@ -227,10 +248,10 @@ where
         };
         bump(&self.counters().list_requests);
         tracing::debug!(reflector = %self.name, rv, limit, continued = cont.is_some(), "list");
-        // No answer, or a body that stops arriving, within the idle
-        // timeout abandons the page (and with it this LIST).
-        let idle = self.config.idle_timeout;
-        let resp = match answered_within(token, idle, send(&self.client, req)).await? {
+        // No answer within the list timeout, or a body that stops arriving
+        // within the idle timeout, abandons the page (and with it this LIST).
+        let (head, idle) = (self.config.list_timeout, self.config.idle_timeout);
+        let resp = match answered_within(token, head, send(&self.client, req)).await? {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };

@@ -9,7 +9,7 @@
 //! | LIST answers Expired/Gone or "too large resource version" | LIST again at `""` (quorum read) |
 //! | a `continue` token expires | one unpaged LIST at `""` |
 //! | watch ends cleanly / idle timeout / truncated line | re-watch from the last resourceVersion, no relist |
-//! | no response head (or, for a LIST, no more of its body) within the idle timeout | abandon the request; a watch backs off and re-watches, a LIST backs off and lists again |
+//! | no response head within the idle timeout (a LIST: within `list_timeout`), or no more of a LIST's body within the idle timeout | abandon the request; a watch backs off and re-watches, a WatchList falls back to a LIST, a LIST backs off and lists again |
 //! | watch answers 410 (HTTP or `ERROR` event) | back off, relist |
 //! | watch answers 429, or the connection is refused | back off, re-watch, no relist |
 //! | watch closes within `short_watch` without any event | back off, relist |
@@ -616,6 +616,8 @@ where
                         self.set_rv(st, &resource_version);
                         st.rv_unavailable = false;
                         self.count_sync(st);
+                        // The stream goes on as the watch.
+                        self.counters().health.set_phase(Phase::Watching);
                         bump(&self.counters().watch_list_syncs);
                         tracing::debug!(reflector = %self.name, objects = n, rv = %resource_version, "synced through watch-list");
                         // The events after the bookmark are the watch's.
@@ -666,7 +668,6 @@ where
     /// ready for the updates that follow it.
     pub(crate) fn count_sync(&self, st: &mut State) {
         bump(&self.counters().lists);
-        self.counters().health.set_phase(Phase::Watching);
         if st.synced_once {
             bump(&self.counters().relists);
         }

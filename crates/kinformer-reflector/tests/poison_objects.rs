@@ -15,12 +15,6 @@ use kinformer_reflector::DecodePool;
 use kinformer_reflector::object_decode::{Decoders, ObjectDecode, SerdeDecode};
 use serde::Deserializer;
 
-fn kv(v: &[(&str, u64)]) -> Vec<(String, String)> {
-    v.iter()
-        .map(|(n, rv)| (n.to_string(), rv.to_string()))
-        .collect()
-}
-
 /// Pods through their own `Deserialize` impl, except that decoding the
 /// one named `poison` panics.
 struct PoisonDecode;

@@ -15,12 +15,6 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-fn kv(v: &[(&str, u64)]) -> Vec<(String, String)> {
-    v.iter()
-        .map(|(n, rv)| (n.to_string(), rv.to_string()))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rv_sequence_on_first_list_and_relist_is_zero_then_last() {
     let script = Arc::new(Script::default());

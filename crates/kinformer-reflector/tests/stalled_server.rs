@@ -13,17 +13,13 @@ use std::time::Duration;
 use common::*;
 use kinformer_reflector::{DirectWatch, ReflectorConfig};
 
-fn kv(v: &[(&str, u64)]) -> Vec<(String, String)> {
-    v.iter()
-        .map(|(n, rv)| (n.to_string(), rv.to_string()))
-        .collect()
-}
-
-/// Fast settings with a short idle timeout (and a shorter "very short
-/// watch", so an idle watch is re-watched rather than relisted).
+/// Fast settings with a short idle timeout and list timeout (and a
+/// shorter "very short watch", so an idle watch is re-watched rather than
+/// relisted).
 fn quick(watch_list: bool) -> ReflectorConfig {
     fast(watch_list)
         .idle_timeout(Duration::from_millis(300))
+        .list_timeout(Duration::from_millis(300))
         .short_watch(Duration::from_millis(50))
 }
 

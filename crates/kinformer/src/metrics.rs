@@ -11,17 +11,17 @@
 //! | series | type | what |
 //! | --- | --- | --- |
 //! | `reflector_lists_total` | counter | full lists begun (LIST or WatchList) |
-//! | `reflector_watch_lists_total` | counter | syncs done through a WatchList stream |
 //! | `reflector_watches_total` | counter | WATCH requests sent |
 //! | `reflector_short_watches_total` | counter | watches that closed at once without an event |
 //! | `reflector_last_resource_version` | gauge | the last resourceVersion seen (when numeric) |
 //! | `informer_queued_items` | gauge | keys waiting in the queue |
 //! | `kinformer_reflector_lists_completed_total` | counter | full lists completed |
+//! | `kinformer_reflector_watch_list_syncs_total` | counter | syncs done through a WatchList stream |
 //! | `kinformer_reflector_relists_total` | counter | relists begun, by `reason` (the error kind that led to it) |
 //! | `kinformer_reflector_errors_total` | counter | errors, by `kind` |
 //! | `kinformer_reflector_events_total` | counter | watch events queued |
 //! | `kinformer_reflector_bookmarks_total` | counter | bookmarks received |
-//! | `kinformer_reflector_decode_errors_total` | counter | objects skipped as undecodable |
+//! | `kinformer_reflector_decode_errors_total` | counter | objects skipped as undecodable or unkeyable |
 //! | `kinformer_reflector_phase` | gauge | 1 for the reflector's current `phase`, 0 for the others |
 //! | `kinformer_reflector_seconds_since_last_event` | gauge | age of the last watch event or bookmark |
 //! | `kinformer_informer_synced` | gauge | 1 once the cache has synced |
@@ -35,6 +35,11 @@
 //! | `kinformer_handler_delivered_total` | counter | notifications delivered |
 //! | `kinformer_handler_merged_total` | counter | notifications folded into a later one while it lagged |
 //! | `kinformer_handler_panics_total` | counter | handler calls that panicked |
+//! | `kinformer_informer_event_to_cache_seconds` | histogram | from a key's oldest delta queued to the cache holding it |
+//! | `kinformer_handler_wait_seconds` | histogram | from the cache's update to a handler taking the notification up (its lag), by `handler` |
+//!
+//! The two histograms are an event's way from the reflector to a handler,
+//! stage by stage.
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -65,15 +70,6 @@ use crate::factory::Observation;
 
 /// The content type of the text [`prometheus_client::encoding::text::encode`] writes.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The phases `kinformer_reflector_phase` has a series for.
-const PHASES: [Phase; 5] = [
-    Phase::NotStarted,
-    Phase::Listing,
-    Phase::Watching,
-    Phase::BackingOff,
-    Phase::Stopped,
-];
 
 /// Reads a factory's informers at each scrape (see the module docs).
 #[derive(Clone)]
@@ -121,6 +117,31 @@ where
         } else {
             series.encode_gauge(&value)?;
         }
+    }
+    Ok(())
+}
+
+/// Writes one histogram family (`rows`' buckets cumulative, as
+/// [`kinformer_core::LatencyHistogram`] has them).
+fn histograms(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: Vec<Row<kinformer_core::LatencyHistogram>>,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, h) in rows {
+        // The encoder takes each bucket's own count, and the +Inf bucket.
+        let mut below = 0;
+        let mut buckets = Vec::with_capacity(h.buckets.len() + 1);
+        for (bound, cumulative) in &h.buckets {
+            buckets.push((*bound, cumulative - below));
+            below = *cumulative;
+        }
+        buckets.push((f64::INFINITY, h.count.saturating_sub(below)));
+        metric
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &buckets, None)?;
     }
     Ok(())
 }
@@ -182,7 +203,7 @@ impl Collector for FactoryCollector {
         )?;
         family(
             e,
-            "reflector_watch_lists",
+            "kinformer_reflector_watch_list_syncs",
             "Syncs done through a WatchList stream.",
             true,
             per_informer(o, |o| o.reflector.watch_list_syncs),
@@ -272,7 +293,7 @@ impl Collector for FactoryCollector {
         let phases = o
             .iter()
             .flat_map(|o| {
-                PHASES.iter().map(|p| {
+                Phase::ALL.iter().map(|p| {
                     let labels = vec![
                         ("name", o.health.name.clone()),
                         ("phase", p.as_str().to_string()),
@@ -378,6 +399,18 @@ impl Collector for FactoryCollector {
             "Handler calls that panicked.",
             true,
             per_handler(o, |h| h.panics),
+        )?;
+        histograms(
+            e,
+            "kinformer_informer_event_to_cache_seconds",
+            "From a key's oldest delta queued to the cache holding it.",
+            per_informer(o, |o| o.informer.event_to_cache.clone()),
+        )?;
+        histograms(
+            e,
+            "kinformer_handler_wait_seconds",
+            "From the cache's update to a handler taking the notification up.",
+            per_handler(o, |h| h.wait.clone()),
         )?;
         Ok(())
     }

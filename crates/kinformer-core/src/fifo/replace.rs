@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use kube_core::Resource;
 
@@ -69,6 +70,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
             return Err(FifoError::Closed);
         }
         let mut st = fifo.lock();
+        let now = Instant::now();
         for p in objects {
             if !self.listed.insert(p.key.clone()) {
                 fifo.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
@@ -81,6 +83,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
                 Delta::Replaced(p.object),
                 self.first,
                 Some(digest),
+                now,
             );
         }
         Ok(())
@@ -96,7 +99,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
         self.listed.remove(&object.key);
         let mut st = fifo.lock();
         let delta = Delta::Deleted(DeletedObject::Final(object.object));
-        fifo.enqueue(&mut st, object.key, delta, self.first, None);
+        fifo.enqueue(&mut st, object.key, delta, self.first, None, Instant::now());
         Ok(())
     }
 
@@ -146,13 +149,14 @@ impl<K: Resource> ReplaceSession<'_, K> {
         fifo.counters
             .tombstones
             .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
+        let now = Instant::now();
         for (key, last_known) in tombstones {
             let tombstone = DeletedFinalStateUnknown {
                 key: key.clone(),
                 last_known,
             };
             let delta = Delta::Deleted(DeletedObject::Unknown(tombstone));
-            fifo.enqueue(&mut st, key, delta, self.first, None);
+            fifo.enqueue(&mut st, key, delta, self.first, None, now);
         }
         st.populated = true;
         st.last_sync_resource_version = resource_version.to_string();

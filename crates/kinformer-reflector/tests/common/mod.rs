@@ -45,6 +45,13 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// `(name, resourceVersion)` pairs as [`Harness::cache`] returns them.
+pub fn kv(v: &[(&str, u64)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(n, rv)| (n.to_string(), rv.to_string()))
+        .collect()
+}
+
 pub fn pod(name: &str, rv: u64) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "resourceVersion": rv.to_string()},

@@ -599,13 +599,7 @@ impl SharedInformerFactory {
             return Err(FactoryError::ShutDown);
         }
         self.inner.started.store(true, Ordering::SeqCst);
-        let informers: Vec<Arc<dyn Managed>> = self
-            .inner
-            .informers
-            .lock()
-            .iter()
-            .map(|(_, m)| Arc::clone(m))
-            .collect();
+        let informers = self.managed();
         for m in &informers {
             self.start_one(m)?;
         }
@@ -684,15 +678,20 @@ impl SharedInformerFactory {
         registry.register_collector(Box::new(FactoryCollector::new(self.clone())));
     }
 
-    /// Every informer's health and counters, read now.
-    pub(crate) fn observe(&self) -> Vec<Observation> {
-        let informers: Vec<Arc<dyn Managed>> = self
-            .inner
+    /// Every informer created so far (a copy of the list, so that none is
+    /// driven under its lock).
+    fn managed(&self) -> Vec<Arc<dyn Managed>> {
+        self.inner
             .informers
             .lock()
             .iter()
             .map(|(_, m)| Arc::clone(m))
-            .collect();
+            .collect()
+    }
+
+    /// Every informer's health and counters, read now.
+    pub(crate) fn observe(&self) -> Vec<Observation> {
+        let informers = self.managed();
         informers
             .iter()
             .map(|m| {
@@ -718,14 +717,7 @@ impl SharedInformerFactory {
         self.inner.stopped.store(true, Ordering::SeqCst);
         self.inner.token.cancel();
         let tasks = std::mem::take(&mut *self.inner.tasks.lock());
-        let informers = self
-            .inner
-            .informers
-            .lock()
-            .iter()
-            .map(|(_, m)| Arc::clone(m))
-            .collect();
-        (tasks, informers)
+        (tasks, self.managed())
     }
 
     fn finish_shutdown(&self, informers: Vec<Arc<dyn Managed>>) {

@@ -80,6 +80,22 @@ async fn eventually_at<K: Resource + Send + Sync + 'static>(
     }
 }
 
+/// Starts `factory`, syncs `informer` and churns `sim`: the chunk bytes
+/// held after the sync and after the churn.
+async fn sync_then_churn<K: Resource + Send + Sync + 'static>(
+    factory: &SharedInformerFactory,
+    informer: &SharedIndexInformer<K>,
+    sim: &RunningSim,
+) -> (usize, usize) {
+    factory.start().unwrap();
+    factory.wait_for_cache_sync(SYNC).await.unwrap();
+    let synced = chunk_bytes_held();
+    let o = informer.indexer().get("ns-1/web-0").unwrap();
+    assert!(o.meta().managed_fields.is_none());
+    eventually_at(informer, &churn(sim)).await;
+    (synced, chunk_bytes_held())
+}
+
 /// Chunk bytes per cached object after the sync, and their growth per
 /// object over the churn, for an informer of Pods (typed, or
 /// metadata-only) that drops `managedFields`: after the decode, by the
@@ -98,22 +114,10 @@ async fn held_per_object(metadata_only: bool, strip: bool) -> (usize, isize) {
     let before = chunk_bytes_held();
     let (synced, churned) = if metadata_only {
         let informer = factory.metadata_informer::<Pod>();
-        factory.start().unwrap();
-        factory.wait_for_cache_sync(SYNC).await.unwrap();
-        let synced = chunk_bytes_held();
-        let o = informer.indexer().get("ns-1/web-0").unwrap();
-        assert!(o.metadata.managed_fields.is_none());
-        eventually_at(&informer, &churn(&sim)).await;
-        (synced, chunk_bytes_held())
+        sync_then_churn(&factory, &informer, &sim).await
     } else {
         let informer = factory.informer::<Pod>();
-        factory.start().unwrap();
-        factory.wait_for_cache_sync(SYNC).await.unwrap();
-        let synced = chunk_bytes_held();
-        let o = informer.indexer().get("ns-1/web-0").unwrap();
-        assert!(o.metadata.managed_fields.is_none());
-        eventually_at(&informer, &churn(&sim)).await;
-        (synced, chunk_bytes_held())
+        sync_then_churn(&factory, &informer, &sim).await
     };
     factory.shutdown().await;
     let n = PODS as usize;

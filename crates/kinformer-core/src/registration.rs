@@ -23,7 +23,6 @@ use crate::handler::{Notification, ResourceEventHandler};
 use crate::index::panic_message;
 use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
-use crate::latency::{Histogram, LatencyHistogram, Samples};
 use crate::reclaimer::{LastReferences, ReclaimerSlot};
 
 type Hasher = foldhash::fast::RandomState;
@@ -121,8 +120,6 @@ pub(crate) struct Registration<K> {
     delivered: AtomicU64,
     /// Notifications folded into others by per-key coalescing.
     merged: AtomicU64,
-    /// From a notification's push to its handler's thread taking it up.
-    wait: Histogram,
     panics: AtomicU64,
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
@@ -133,7 +130,7 @@ pub(crate) struct Registration<K> {
 }
 
 /// Counters and backlog of one handler registration.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HandlerStats {
     /// Registration id.
     pub id: u64,
@@ -143,10 +140,6 @@ pub struct HandlerStats {
     /// handler lagged behind (see [`Coalesced`]): never delivered on their
     /// own: once the backlog is empty, delivered + merged = pushed.
     pub merged: u64,
-    /// How long its notifications waited, from the cache's update to this
-    /// handler's thread taking them up (its lag; with the informer's
-    /// `event_to_cache`, an event's way to the handler stage by stage).
-    pub wait: LatencyHistogram,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
     /// Undelivered notifications (counted once per key for those coalesced
@@ -180,7 +173,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
             syncing: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             merged: AtomicU64::new(0),
-            wait: Histogram::default(),
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
@@ -278,25 +270,18 @@ impl<K: Send + Sync + 'static> Registration<K> {
                 return Some(Work::Replay(snapshot));
             }
             if let Some(segment) = b.segments.pop_front() {
-                let mut waits = Samples::default();
-                waits.record(segment.since.elapsed(), segment.notes.len() as u64);
-                self.wait.add(&waits);
                 return Some(Work::Segment(segment));
             }
             if !b.order.is_empty() {
                 let n = b.order.len().min(KEYS_PER_TAKE);
                 let mut keys = Vec::with_capacity(n);
-                let now = Instant::now();
-                let mut waits = Samples::default();
                 for _ in 0..n {
                     if let Some(key) = b.order.pop_front()
                         && let Some(p) = b.pending.remove(&key)
                     {
-                        waits.record(now.saturating_duration_since(p.since), p.notes.len() as u64);
                         keys.push((key, p));
                     }
                 }
-                self.wait.add(&waits);
                 return Some(Work::Keys(keys));
             }
             self.ready.wait(&mut b);
@@ -402,7 +387,6 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             merged: self.merged.load(Ordering::Relaxed),
-            wait: self.wait.snapshot(),
             panics: self.panics.load(Ordering::Relaxed),
             backlog: segmented + b.pending.len() + replay,
             oldest_pending_age: oldest.map(|since| since.elapsed()),

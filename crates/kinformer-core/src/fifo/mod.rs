@@ -93,8 +93,6 @@ struct Entry<K> {
     /// The digest of the newest pending object's index inputs, when it
     /// came through [`DeltaFifo::prepare`].
     digest: Option<ObjectDigest>,
-    /// When the oldest pending delta was queued.
-    queued_at: Instant,
 }
 
 /// The digest of an object's index inputs computed by
@@ -165,8 +163,6 @@ pub struct Popped<K> {
     /// The digest of the newest object's index inputs, computed by
     /// [`DeltaFifo::prepare`].
     pub(crate) digest: Option<ObjectDigest>,
-    /// When its oldest delta was queued.
-    pub queued_at: Instant,
 }
 
 /// An object transformed and keyed by [`DeltaFifo::prepare`], ready to queue.
@@ -317,11 +313,10 @@ impl<K: Resource> DeltaFifo<K> {
         }
         let mut st = self.lock();
         st.populated = true;
-        let now = Instant::now();
         for (what, p) in changes {
             // A deletion's object is never written: no digest to carry.
             let digest = (what != Observed::Deleted).then(|| ObjectDigest::of(&p.object, p.digest));
-            self.enqueue(&mut st, p.key, what.delta(p.object), false, digest, now);
+            self.enqueue(&mut st, p.key, what.delta(p.object), false, digest);
         }
         Ok(())
     }
@@ -358,8 +353,8 @@ impl<K: Resource> DeltaFifo<K> {
         }
     }
 
-    /// Queues `delta` for `key`, arrived at `now`; `digest` is that of the
-    /// delta's object, when it has one.
+    /// Queues `delta` for `key`; `digest` is that of the delta's object,
+    /// when it has one.
     fn enqueue(
         &self,
         st: &mut State<K>,
@@ -367,7 +362,6 @@ impl<K: Resource> DeltaFifo<K> {
         delta: Delta<K>,
         initial: bool,
         digest: Option<ObjectDigest>,
-        now: Instant,
     ) {
         self.counters.enqueued.fetch_add(1, Ordering::Relaxed);
         let newly_initial = match st.items.entry(key) {
@@ -387,7 +381,6 @@ impl<K: Resource> DeltaFifo<K> {
                     }
                     None => {
                         e.pending = Some(Deltas::new(delta));
-                        e.queued_at = now;
                         if !e.in_flight {
                             // An idle entry is removed by `done`, so this is not reached;
                             // if it were, the key must not be lost: put it in line.
@@ -406,7 +399,6 @@ impl<K: Resource> DeltaFifo<K> {
                     in_flight_newest: None,
                     initial,
                     digest,
-                    queued_at: now,
                 });
                 self.line.join(&mut st.line, key);
                 initial
@@ -441,7 +433,6 @@ impl<K: Resource> DeltaFifo<K> {
         let mut st = self.lock();
         let cached = self.known.snapshot();
         let mut n = 0;
-        let now = Instant::now();
         for (key, obj) in cached.iter() {
             if !st.items.contains_key(key) {
                 self.enqueue(
@@ -450,7 +441,6 @@ impl<K: Resource> DeltaFifo<K> {
                     Delta::Sync(Arc::clone(obj)),
                     false,
                     None,
-                    now,
                 );
                 n += 1;
             }
@@ -590,7 +580,6 @@ impl<K> DeltaFifo<K> {
                 deltas,
                 is_in_initial_list,
                 digest: e.digest.take(),
-                queued_at: e.queued_at,
             });
         }
         out

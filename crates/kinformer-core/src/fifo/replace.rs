@@ -7,7 +7,6 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use kube_core::Resource;
 
@@ -70,7 +69,6 @@ impl<K: Resource> ReplaceSession<'_, K> {
             return Err(FifoError::Closed);
         }
         let mut st = fifo.lock();
-        let now = Instant::now();
         for p in objects {
             if !self.listed.insert(p.key.clone()) {
                 fifo.counters.duplicate_keys.fetch_add(1, Ordering::Relaxed);
@@ -83,7 +81,6 @@ impl<K: Resource> ReplaceSession<'_, K> {
                 Delta::Replaced(p.object),
                 self.first,
                 Some(digest),
-                now,
             );
         }
         Ok(())
@@ -99,7 +96,7 @@ impl<K: Resource> ReplaceSession<'_, K> {
         self.listed.remove(&object.key);
         let mut st = fifo.lock();
         let delta = Delta::Deleted(DeletedObject::Final(object.object));
-        fifo.enqueue(&mut st, object.key, delta, self.first, None, Instant::now());
+        fifo.enqueue(&mut st, object.key, delta, self.first, None);
         Ok(())
     }
 
@@ -149,14 +146,13 @@ impl<K: Resource> ReplaceSession<'_, K> {
         fifo.counters
             .tombstones
             .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
-        let now = Instant::now();
         for (key, last_known) in tombstones {
             let tombstone = DeletedFinalStateUnknown {
                 key: key.clone(),
                 last_known,
             };
             let delta = Delta::Deleted(DeletedObject::Unknown(tombstone));
-            fifo.enqueue(&mut st, key, delta, self.first, None, now);
+            fifo.enqueue(&mut st, key, delta, self.first, None);
         }
         st.populated = true;
         st.last_sync_resource_version = resource_version.to_string();

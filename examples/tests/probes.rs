@@ -123,6 +123,15 @@ async fn metrics_readyz_and_livez_are_served() {
         metrics.contains("# TYPE reflector_watches counter"),
         "{metrics}"
     );
+    // The latencies are sampled, the first key queued and the first take
+    // of a handler included.
+    let applied = series("kinformer_informer_event_to_cache_seconds_count{NAME}").unwrap();
+    assert!(applied >= 1.0, "{metrics}");
+    let inf = series(r#"kinformer_informer_event_to_cache_seconds_bucket{le="+Inf",NAME}"#);
+    assert_eq!(inf, Some(applied), "{metrics}");
+    let id = pods.metrics().handlers[0].id;
+    let waited = format!(r#"kinformer_handler_wait_seconds_count{{NAME,handler="{id}"}}"#);
+    assert!(series(&waited).unwrap_or(0.0) >= 1.0, "{metrics}");
     assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
 
     factory.shutdown().await;

@@ -19,6 +19,7 @@ use crate::fifo::{DeltaFifo, FifoStats, Transform};
 use crate::handler::ResourceEventHandler;
 use crate::index::Indexers;
 use crate::indexer::{Indexer, IndexerStats};
+use crate::latency::LatencyHistogram;
 use crate::processor::{Pipeline, ProcessorCounters};
 use crate::reclaimer::Reclaimer;
 use crate::registration::{HandlerRegistration, HandlerStats, Registration};
@@ -139,7 +140,7 @@ struct Inner<K: Resource + Send + Sync + 'static> {
 }
 
 /// Metrics of an informer, readable from code.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct InformerMetrics {
     /// Keys waiting in the DeltaFIFO.
     pub queue_depth: usize,
@@ -152,6 +153,10 @@ pub struct InformerMetrics {
     pub unknown_deletes: u64,
     /// Handler panics caught, over all registrations.
     pub handler_panics: u64,
+    /// How long keys waited, from their oldest delta's arrival in the queue
+    /// to the cache holding it. Sampled: one key in
+    /// [`SAMPLE_EVERY`](crate::latency::SAMPLE_EVERY) entering the queue.
+    pub event_to_cache: LatencyHistogram,
     /// The queue's counters.
     pub fifo: FifoStats,
     /// The cache's counters.
@@ -365,6 +370,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
             batches: p.counters.batches.load(Ordering::Relaxed),
             unknown_deletes: p.counters.unknown_deletes.load(Ordering::Relaxed),
             handler_panics: handlers.iter().map(|h| h.panics).sum(),
+            event_to_cache: p.counters.event_to_cache.snapshot(),
             fifo: p.fifo.stats(),
             indexer: p.indexer.stats(),
             handlers,

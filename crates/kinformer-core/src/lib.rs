@@ -14,6 +14,7 @@
 //! - [`indexer`]: the copy-on-write cache with secondary indexes.
 //! - [`handler`]: event handler trait and notifications.
 //! - [`reclaimer`]: where objects the informer lets go of are freed.
+//! - [`latency`]: histograms of the time from queue to cache and from cache to handler.
 //! - [`registration`]: per-handler thread and backlog (batches as pushed, coalesced per key past a bound).
 //! - [`informer`]: the shared index informer tying it all together.
 //! - [`error`]: typed errors.
@@ -30,6 +31,7 @@ pub mod index;
 pub mod indexer;
 pub mod informer;
 pub mod key;
+pub mod latency;
 mod processor;
 pub mod reclaimer;
 pub mod registration;
@@ -44,5 +46,6 @@ pub use index::{
 pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch};
 pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};
 pub use key::ObjectKey;
+pub use latency::LatencyHistogram;
 pub use reclaimer::Reclaimer;
 pub use registration::{HandlerRegistration, HandlerStats, MAX_WAITING_SEGMENTS};

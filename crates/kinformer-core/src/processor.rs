@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use kube_core::Resource;
@@ -12,6 +13,7 @@ use crate::fifo::{DeltaFifo, ObjectDigest, Popped};
 use crate::handler::Notification;
 use crate::indexer::{EarlyDigest, Indexer, WriteBatch};
 use crate::key::ObjectKey;
+use crate::latency::{Histogram, Samples};
 use crate::reclaimer::ReclaimerSlot;
 use crate::registration::Registration;
 
@@ -20,6 +22,8 @@ pub(crate) struct ProcessorCounters {
     pub(crate) deltas: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) unknown_deletes: AtomicU64,
+    /// From a key's oldest delta queued to the cache holding it (sampled).
+    pub(crate) event_to_cache: Histogram,
 }
 
 /// What the pool threads share.
@@ -47,6 +51,8 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
     pub(crate) fn process(&self, batch: Vec<Popped<K>>) {
         let mut notes = Vec::with_capacity(batch.len());
         let mut keys = Vec::with_capacity(batch.len());
+        // The sampled keys' queue times (most batches have none).
+        let mut queued = Vec::new();
         let mut tally = Tally::default();
         let ((), seq) = self.indexer.write(|w| {
             for popped in batch {
@@ -60,9 +66,18 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
                     &mut tally,
                 );
                 keys.push((popped.key, popped.is_in_initial_list));
+                queued.extend(popped.queued_at);
             }
         });
         let c = &self.counters;
+        if !queued.is_empty() {
+            let published = Instant::now();
+            let mut waits = Samples::default();
+            for at in queued {
+                waits.record(published.saturating_duration_since(at), 1);
+            }
+            c.event_to_cache.add(&waits);
+        }
         c.deltas.fetch_add(tally.deltas, Ordering::Relaxed);
         c.unknown_deletes
             .fetch_add(tally.unknown_deletes, Ordering::Relaxed);

@@ -23,6 +23,7 @@ use crate::handler::{Notification, ResourceEventHandler};
 use crate::index::panic_message;
 use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
+use crate::latency::{self, Histogram, LatencyHistogram};
 use crate::reclaimer::{LastReferences, ReclaimerSlot};
 
 type Hasher = foldhash::fast::RandomState;
@@ -59,6 +60,8 @@ struct Backlog<K> {
     pending: HashMap<ObjectKey, Pending<K>, Hasher>,
     replay: Option<Arc<Snapshot<K>>>,
     closed: bool,
+    /// Takes by the handler's thread, for sampling its wait.
+    takes: u64,
 }
 
 impl<K> Backlog<K> {
@@ -120,6 +123,8 @@ pub(crate) struct Registration<K> {
     delivered: AtomicU64,
     /// Notifications folded into others by per-key coalescing.
     merged: AtomicU64,
+    /// From a notification's push to its handler's thread taking it up.
+    wait: Histogram,
     panics: AtomicU64,
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
@@ -130,7 +135,7 @@ pub(crate) struct Registration<K> {
 }
 
 /// Counters and backlog of one handler registration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct HandlerStats {
     /// Registration id.
     pub id: u64,
@@ -140,6 +145,12 @@ pub struct HandlerStats {
     /// handler lagged behind (see [`Coalesced`]): never delivered on their
     /// own: once the backlog is empty, delivered + merged = pushed.
     pub merged: u64,
+    /// How long its notifications waited, from the cache's update to this
+    /// handler's thread taking them up (its lag; with the informer's
+    /// `event_to_cache`, an event's way to the handler stage by stage).
+    /// Sampled: one take in [`latency::SAMPLE_EVERY`] records the wait of
+    /// the oldest notification it takes.
+    pub wait: LatencyHistogram,
     /// Calls that panicked (caught; the handler keeps running).
     pub panics: u64,
     /// Undelivered notifications (counted once per key for those coalesced
@@ -164,6 +175,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
                 pending: HashMap::with_hasher(Hasher::default()),
                 replay: None,
                 closed: false,
+                takes: 0,
             }),
             ready: Condvar::new(),
             stopping: AtomicBool::new(false),
@@ -173,6 +185,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             syncing: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             merged: AtomicU64::new(0),
+            wait: Histogram::default(),
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
@@ -269,7 +282,12 @@ impl<K: Send + Sync + 'static> Registration<K> {
             if let Some(snapshot) = b.replay.take() {
                 return Some(Work::Replay(snapshot));
             }
+            let sampled = latency::sampled(b.takes);
             if let Some(segment) = b.segments.pop_front() {
+                b.takes += 1;
+                if sampled {
+                    self.wait.observe(segment.since.elapsed());
+                }
                 return Some(Work::Segment(segment));
             }
             if !b.order.is_empty() {
@@ -281,6 +299,11 @@ impl<K: Send + Sync + 'static> Registration<K> {
                     {
                         keys.push((key, p));
                     }
+                }
+                b.takes += 1;
+                // Keys are taken oldest first: the first waited longest.
+                if sampled && let Some((_, oldest)) = keys.first() {
+                    self.wait.observe(oldest.since.elapsed());
                 }
                 return Some(Work::Keys(keys));
             }
@@ -387,6 +410,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             id: self.id,
             delivered: self.delivered.load(Ordering::Relaxed),
             merged: self.merged.load(Ordering::Relaxed),
+            wait: self.wait.snapshot(),
             panics: self.panics.load(Ordering::Relaxed),
             backlog: segmented + b.pending.len() + replay,
             oldest_pending_age: oldest.map(|since| since.elapsed()),

@@ -685,3 +685,44 @@ fn digests_prepared_by_the_producer_spare_the_pool_reading_the_old_object() {
     );
     inf.shutdown();
 }
+
+#[test]
+fn latency_histograms_sample_one_key_in_sample_every() {
+    use kinformer_core::latency::SAMPLE_EVERY;
+    let inf = informer();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&delivered);
+    let slow = Duration::from_millis(2);
+    inf.add_event_handler(EventHandlerFns::new().on_add(move |_: &Arc<ConfigMap>, _| {
+        std::thread::sleep(slow);
+        d.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    inf.start().unwrap();
+    // Distinct keys: each starts a pending run, so exactly one in
+    // SAMPLE_EVERY is stamped.
+    let n = 4 * SAMPLE_EVERY as usize;
+    for i in 0..n {
+        inf.queue().add(cm(&format!("c{i}"), 1)).unwrap();
+    }
+    wait_until(T, "all delivered", || delivered.load(Ordering::SeqCst) == n);
+    let m = inf.metrics();
+    assert_eq!(m.event_to_cache.count, 4, "{:?}", m.event_to_cache);
+    assert_eq!(m.fifo.enqueued, n as u64);
+    let last = m.event_to_cache.buckets.last().unwrap().1;
+    assert_eq!(
+        last, 4,
+        "all samples under a minute: {:?}",
+        m.event_to_cache
+    );
+    // The handler's thread took at least one batch, the first is a sample,
+    // and no take records more than one.
+    let wait = &m.handlers[0].wait;
+    assert!(wait.count >= 1, "{wait:?}");
+    assert!(
+        wait.count <= n.div_ceil(SAMPLE_EVERY as usize) as u64,
+        "{wait:?}"
+    );
+    assert!(wait.sum_seconds >= 0.0);
+    inf.shutdown();
+}

@@ -35,6 +35,14 @@
 //! | `kinformer_handler_delivered_total` | counter | notifications delivered |
 //! | `kinformer_handler_merged_total` | counter | notifications folded into a later one while it lagged |
 //! | `kinformer_handler_panics_total` | counter | handler calls that panicked |
+//! | `kinformer_informer_event_to_cache_seconds` | histogram | from a key's oldest delta queued to the cache holding it |
+//! | `kinformer_handler_wait_seconds` | histogram | from the cache's update to a handler taking the notification up (its lag), by `handler` |
+//!
+//! The two histograms are an event's way from the reflector to a handler,
+//! stage by stage. Both are sampled (one key in
+//! [`SAMPLE_EVERY`](kinformer_core::latency::SAMPLE_EVERY) entering the
+//! queue, one take in as many of a handler's thread), so their `_count` is
+//! a number of samples; the event counters above count every event.
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -112,6 +120,31 @@ where
         } else {
             series.encode_gauge(&value)?;
         }
+    }
+    Ok(())
+}
+
+/// Writes one histogram family (`rows`' buckets cumulative, as
+/// [`kinformer_core::LatencyHistogram`] has them).
+fn histograms(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: Vec<Row<kinformer_core::LatencyHistogram>>,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, h) in rows {
+        // The encoder takes each bucket's own count, and the +Inf bucket.
+        let mut below = 0;
+        let mut buckets = Vec::with_capacity(h.buckets.len() + 1);
+        for (bound, cumulative) in &h.buckets {
+            buckets.push((*bound, cumulative - below));
+            below = *cumulative;
+        }
+        buckets.push((f64::INFINITY, h.count.saturating_sub(below)));
+        metric
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &buckets, None)?;
     }
     Ok(())
 }
@@ -369,6 +402,18 @@ impl Collector for FactoryCollector {
             "Handler calls that panicked.",
             true,
             per_handler(o, |h| h.panics),
+        )?;
+        histograms(
+            e,
+            "kinformer_informer_event_to_cache_seconds",
+            "From a key's oldest delta queued to the cache holding it (sampled).",
+            per_informer(o, |o| o.informer.event_to_cache.clone()),
+        )?;
+        histograms(
+            e,
+            "kinformer_handler_wait_seconds",
+            "From the cache's update to a handler taking the notification up (sampled).",
+            per_handler(o, |h| h.wait.clone()),
         )?;
         Ok(())
     }

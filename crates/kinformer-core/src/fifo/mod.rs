@@ -37,6 +37,7 @@ use crate::error::FifoError;
 use crate::index::panic_message;
 use crate::indexer::{EarlyDigest, Indexer};
 use crate::key::ObjectKey;
+use crate::latency;
 
 /// How long [`DeltaFifo::pop_batch`] waits for a batch to fill while a full
 /// list streams in.
@@ -93,6 +94,9 @@ struct Entry<K> {
     /// The digest of the newest pending object's index inputs, when it
     /// came through [`DeltaFifo::prepare`].
     digest: Option<ObjectDigest>,
+    /// When the oldest pending delta was queued, for the keys sampled for
+    /// the queue-to-cache latency (one in [`latency::SAMPLE_EVERY`]).
+    queued_at: Option<Instant>,
 }
 
 /// The digest of an object's index inputs computed by
@@ -163,6 +167,9 @@ pub struct Popped<K> {
     /// The digest of the newest object's index inputs, computed by
     /// [`DeltaFifo::prepare`].
     pub(crate) digest: Option<ObjectDigest>,
+    /// When its oldest delta was queued, if it was sampled for the
+    /// queue-to-cache latency.
+    pub(crate) queued_at: Option<Instant>,
 }
 
 /// An object transformed and keyed by [`DeltaFifo::prepare`], ready to queue.
@@ -354,7 +361,9 @@ impl<K: Resource> DeltaFifo<K> {
     }
 
     /// Queues `delta` for `key`; `digest` is that of the delta's object,
-    /// when it has one.
+    /// when it has one. One delta in [`latency::SAMPLE_EVERY`] that starts a
+    /// key's pending run is stamped with the clock, for the queue-to-cache
+    /// latency; the others read no clock.
     fn enqueue(
         &self,
         st: &mut State<K>,
@@ -363,7 +372,8 @@ impl<K: Resource> DeltaFifo<K> {
         initial: bool,
         digest: Option<ObjectDigest>,
     ) {
-        self.counters.enqueued.fetch_add(1, Ordering::Relaxed);
+        let seq = self.counters.enqueued.fetch_add(1, Ordering::Relaxed);
+        let stamp = || latency::sampled(seq).then(Instant::now);
         let newly_initial = match st.items.entry(key) {
             MapEntry::Occupied(mut occupied) => {
                 let e = occupied.get_mut();
@@ -381,6 +391,7 @@ impl<K: Resource> DeltaFifo<K> {
                     }
                     None => {
                         e.pending = Some(Deltas::new(delta));
+                        e.queued_at = stamp();
                         if !e.in_flight {
                             // An idle entry is removed by `done`, so this is not reached;
                             // if it were, the key must not be lost: put it in line.
@@ -399,6 +410,7 @@ impl<K: Resource> DeltaFifo<K> {
                     in_flight_newest: None,
                     initial,
                     digest,
+                    queued_at: stamp(),
                 });
                 self.line.join(&mut st.line, key);
                 initial
@@ -580,6 +592,7 @@ impl<K> DeltaFifo<K> {
                 deltas,
                 is_in_initial_list,
                 digest: e.digest.take(),
+                queued_at: e.queued_at.take(),
             });
         }
         out

@@ -462,7 +462,13 @@ impl SharedInformerFactory {
         {
             return m.informer().clone();
         }
-        let name = informer_name(&target);
+        let mut name = informer_name(&target);
+        // Two types on one target (say typed Pods and dynamic ones) would
+        // share a name, and their metric series would collide: the later
+        // one is told apart by its type.
+        if informers.iter().any(|(_, m)| m.name() == name) {
+            name.push_str(&format!(" [{}]", std::any::type_name::<K>()));
+        }
         let mut builder = SharedIndexInformer::<K>::builder()
             .name(thread_prefix(&target))
             .threads(inner.threads)

@@ -358,3 +358,16 @@ async fn shutdown_closes_every_watch() {
     assert!(pods.queue().is_closed());
     f.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_types_on_one_target_get_distinct_names() {
+    let (_sim, client) = sim().await;
+    let f = factory(client);
+    let _typed = f.informer::<Pod>();
+    let pods = ApiResource::erase::<Pod>(&());
+    let _dynamic = f.dynamic_informer(&pods);
+    let names = f.informer_names();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_ne!(names[0], names[1], "metric series would collide");
+    assert!(names[1].contains("DynamicObject"), "{names:?}");
+}

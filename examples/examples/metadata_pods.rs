@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::{DirectWatch, Lister, SharedInformerFactory};
+use kinformer::{FactoryBuilder, Lister};
 use kube_selector::web_selector;
 
 mod kube_selector {
@@ -24,16 +24,9 @@ mod kube_selector {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
-    let config = kube::Config::infer().await?;
-    let client = kube::Client::try_from(config.clone())?;
-    let mut builder =
-        SharedInformerFactory::builder(client).transform_meta(kinformer::strip_managed_fields);
-    // Not through a proxy; https needs kinformer's `rustls-tls` feature.
-    match DirectWatch::from_config(&config) {
-        Ok(direct) => builder = builder.direct_watches(direct),
-        Err(e) => tracing::info!("watches through the client: {e}"),
-    }
-    let factory = builder.build();
+    let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
+        .transform_meta(kinformer::strip_managed_fields)
+        .build();
     let pods = factory.metadata_informer::<Pod>();
     let started = Instant::now();
     factory.start()?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::{DeletedObject, EventHandlerFns, IndexFn, SharedInformerFactory};
+use kinformer::{DeletedObject, EventHandlerFns, FactoryBuilder, IndexFn};
 
 const BY_NODE: &str = "by-node";
 
@@ -19,8 +19,7 @@ fn node_of(pod: &Pod) -> Option<String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
-    let client = kube::Client::try_default().await?;
-    let factory = SharedInformerFactory::builder(client)
+    let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
         .transform_meta(kinformer::strip_managed_fields)
         .build();
     let pods = factory.informer::<Pod>();

@@ -6,14 +6,13 @@
 //! then `curl 127.0.0.1:9090/metrics`.
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::SharedInformerFactory;
+use kinformer::FactoryBuilder;
 use kinformer::metrics::prometheus_client::registry::Registry;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
-    let client = kube::Client::try_default().await?;
-    let factory = SharedInformerFactory::builder(client)
+    let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
         .transform_meta(kinformer::strip_managed_fields)
         .build();
     let _pods = factory.informer::<Pod>();

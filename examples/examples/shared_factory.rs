@@ -49,8 +49,7 @@ fn config_controller(factory: &SharedInformerFactory) -> Result<(), InformerErro
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
-    let client = kube::Client::try_default().await?;
-    let factory = SharedInformerFactory::new(client);
+    let factory = SharedInformerFactory::try_default().await?;
     let pending = pending_pods_controller(&factory)?;
     config_controller(&factory)?;
     println!("informers: {:?}", factory.informer_names()); // pods and configmaps, once each

@@ -15,9 +15,9 @@ mod test;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc, with decoded objects laid out in per-object chunks (see
-/// `kinformer_alloc`; `cargo xtask loadtest --no-object-arenas` turns them
-/// off).
+/// mimalloc, wrapped in the object arenas that `cargo xtask loadtest
+/// --object-arenas` turns on (see `kinformer_alloc`; off, every allocation
+/// goes to mimalloc).
 #[global_allocator]
 static GLOBAL: kinformer_alloc::ObjectArenas<mimalloc::MiMalloc> =
     kinformer_alloc::ObjectArenas::new(mimalloc::MiMalloc);

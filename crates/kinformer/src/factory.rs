@@ -47,6 +47,26 @@ pub struct FactoryBuilder {
 }
 
 impl FactoryBuilder {
+    /// A builder for `config`'s cluster, the fast way: LISTs through a
+    /// [`Client`] built from `config`, watches on connections of their own
+    /// ([`direct_watches`](Self::direct_watches) with
+    /// [`DirectWatch::from_config`]). Where `config` rules direct watches
+    /// out (a proxy; `https` without this crate's default `rustls-tls`
+    /// feature) watches go through the client, and a log line says why.
+    pub fn from_config(config: kube::Config) -> Result<Self, FactoryError> {
+        let direct = match DirectWatch::from_config(&config) {
+            Ok(direct) => Some(direct),
+            Err(e) => {
+                tracing::warn!(error = %e, "watches go through kube's client");
+                None
+            }
+        };
+        let client = Client::try_from(config).map_err(FactoryError::Client)?;
+        let mut builder = SharedInformerFactory::builder(client);
+        builder.direct = direct;
+        Ok(builder)
+    }
+
     /// Only this namespace, for informers created without options.
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
         self.defaults.namespace = Some(ns.into());
@@ -323,7 +343,19 @@ fn thread_prefix(target: &ListWatchTarget) -> String {
 }
 
 impl SharedInformerFactory {
-    /// A factory with default options (all namespaces, no selectors, no resync).
+    /// A factory for the cluster [`kube::Config::infer`] finds (in-cluster,
+    /// else the kubeconfig), with default options and direct watches: see
+    /// [`FactoryBuilder::from_config`].
+    pub async fn try_default() -> Result<Self, FactoryError> {
+        let config = kube::Config::infer().await.map_err(FactoryError::Config)?;
+        Ok(FactoryBuilder::from_config(config)?.build())
+    }
+
+    /// A factory with default options (all namespaces, no selectors, no
+    /// resync) whose watches go through `client`. Where the
+    /// [`kube::Config`] is at hand, [`try_default`](Self::try_default) and
+    /// [`FactoryBuilder::from_config`] also watch on connections of their
+    /// own, which is faster.
     pub fn new(client: Client) -> Self {
         Self::builder(client).build()
     }

@@ -33,8 +33,9 @@
 //! use kinformer::{EventHandlerFns, Lister, SharedInformerFactory};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = kube::Client::try_default().await?;
-//! let factory = SharedInformerFactory::new(client);
+//! // The cluster `kube::Config::infer` finds; LISTs through kube's client,
+//! // watches on connections of their own.
+//! let factory = SharedInformerFactory::try_default().await?;
 //! let pods = factory.informer::<Pod>();
 //! pods.add_event_handler(EventHandlerFns::new().on_add(|pod: &std::sync::Arc<Pod>, _| {
 //!     println!("pod {:?}", pod.metadata.name);

@@ -371,3 +371,34 @@ async fn two_types_on_one_target_get_distinct_names() {
     assert_ne!(names[0], names[1], "metric series would collide");
     assert!(names[1].contains("DynamicObject"), "{names:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_config_watches_on_connections_of_its_own() {
+    let (sim, _) = sim().await;
+    fill(&sim);
+    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
+    cfg.default_retry = false;
+    let f = kinformer::FactoryBuilder::from_config(cfg)
+        .unwrap()
+        .threads_per_informer(1)
+        .reflector_config(fast())
+        .build();
+    let pods = f.informer::<Pod>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(pods.indexer().len(), 3);
+    let m = &f.reflector_metrics()[0].1;
+    assert!(m.direct_watches >= 1, "{m:?}");
+    f.shutdown().await;
+
+    // A configuration kube cannot build a client from is a typed error
+    // (here a proxy, without kube's `http-proxy` feature).
+    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
+    cfg.proxy_url = Some("http://127.0.0.1:9".parse().unwrap());
+    let b = kinformer::FactoryBuilder::from_config(cfg);
+    assert!(
+        matches!(b, Err(kinformer::FactoryError::Client(_))),
+        "{:?}",
+        b.err()
+    );
+}

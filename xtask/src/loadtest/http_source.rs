@@ -562,7 +562,7 @@ where
     let report = Report {
         source: server.source().into(),
         implementation: args.implementation.as_str().into(),
-        object_arenas: !args.no_object_arenas && args.implementation == Impl::Kinformer,
+        object_arenas: args.object_arenas && args.implementation == Impl::Kinformer,
         kind: args.kind.clone(),
         objects: args.objects,
         sim_history: matches!(server, Server::Sim(..)).then_some(args.sim_history),
@@ -638,7 +638,7 @@ where
     if let Some(direct) = &client.direct {
         b = b.direct_watches(direct.clone());
     }
-    if !args.no_whole_release {
+    if args.whole_release {
         // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
         // `PartialObjectMeta<Pod>`s, which own their parts alone, and its
         // handlers only count and time what they see.

@@ -164,10 +164,10 @@ pub struct LoadtestArgs {
     /// fewer chunks cost the client less (docs/benchmarks.md, session 27).
     #[arg(long, value_enum, default_value_t = SimWatchChunks::Apiserver)]
     pub sim_watch_chunks: SimWatchChunks,
-    /// Worker threads of the tokio runtime kinformer's reflectors run on, a
-    /// runtime of their own (`FactoryBuilder::runtime`); 0 runs them on the
-    /// load test's two-worker runtime, where kube-rs runs.
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads of a tokio runtime of their own for kinformer's
+    /// reflectors (`FactoryBuilder::runtime`); 0, the library's default,
+    /// runs them on the load test's two-worker runtime, where kube-rs runs.
+    #[arg(long, default_value_t = 0)]
     pub reflector_workers: usize,
     /// Processor threads per informer (default: available cores).
     #[arg(long)]
@@ -186,10 +186,11 @@ pub struct LoadtestArgs {
     /// size).
     #[arg(long)]
     pub compact: bool,
-    /// Free each replaced object part by part, never its chunk at once
-    /// (without `FactoryBuilder::release_objects_whole`).
+    /// With `--object-arenas`: release each replaced object's chunk at once
+    /// when it holds the whole object (`FactoryBuilder::release_objects_whole`,
+    /// off by default), instead of freeing it part by part.
     #[arg(long)]
-    pub no_whole_release: bool,
+    pub whole_release: bool,
     /// After the churn, force one relist (every watch answered 410) and
     /// report its peak RSS against the RSS before it (sim source).
     #[arg(long)]
@@ -198,11 +199,12 @@ pub struct LoadtestArgs {
     /// 0 decodes on the reflector's task).
     #[arg(long)]
     pub decode_threads: Option<usize>,
-    /// Decode objects with mimalloc alone, not each into a chunk of its own
-    /// (`kinformer_alloc`'s object arenas, which xtask's allocator wraps
-    /// mimalloc in and uses by default; see `docs/benchmarks.md`, session 13).
+    /// Decode each object into a chunk of its own (`kinformer_alloc`'s
+    /// object arenas, which xtask's global allocator wraps mimalloc in;
+    /// a library user opts in with `#[global_allocator]`). Off by default:
+    /// objects are allocated by mimalloc alone.
     #[arg(long)]
-    pub no_object_arenas: bool,
+    pub object_arenas: bool,
     /// Cache metadata only (PartialObjectMeta).
     #[arg(long)]
     pub metadata_only: bool,
@@ -275,7 +277,10 @@ fn run_report(args: &LoadtestArgs) -> anyhow::Result<report::Report> {
     if args.kind != "pods" {
         bail!("--kind {}: only pods are supported so far", args.kind);
     }
-    kinformer_alloc::set_enabled(!args.no_object_arenas);
+    if args.whole_release && !args.object_arenas {
+        bail!("--whole-release needs --object-arenas");
+    }
+    kinformer_alloc::set_enabled(args.object_arenas);
     if args.no_protobuf && (!args.metadata_only || args.implementation != Impl::Kinformer) {
         bail!("--no-protobuf needs --metadata-only and --impl kinformer");
     }

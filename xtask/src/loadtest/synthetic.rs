@@ -223,7 +223,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     Ok(Report {
         source: "synthetic".into(),
         implementation: "kinformer".into(),
-        object_arenas: !args.no_object_arenas,
+        object_arenas: args.object_arenas,
         kind: args.kind.clone(),
         objects: n,
         sim_history: None,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The sequential benchmark run behind docs/benchmarks.md: criterion benches,
-# then the load tests (kinformer, then kube-rs, same sim and workload), one
-# after the other on an otherwise idle machine. Results go to $1 (default
-# /tmp/bench): raw criterion lines and the load tests' --json files.
+# A sequential benchmark run: criterion benches, then the load tests
+# (kinformer, then kube-rs, same sim and workload), one after the other on
+# an otherwise idle machine. Results go to $1 (default /tmp/bench): raw
+# criterion lines and the load tests' --json files.
 set -u
 cd "$(dirname "$0")/.."
 O=${1:-/tmp/bench}

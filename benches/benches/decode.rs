@@ -110,9 +110,9 @@ fn decode(c: &mut Criterion) {
         b.iter(|| kinformer_reflector::event::decode_event::<Pod>(&line).expect("decode"))
     });
     // The check that the parsed line does not nest too deep: over 64-byte
-    // blocks (what the decoder runs), and the way it ran until session 15,
-    // over the offsets of simd-json's structural characters (known after
-    // the parse, so not timed here).
+    // blocks (what the decoder runs), and the earlier way, over the offsets
+    // of simd-json's structural characters (known after the parse, so not
+    // timed here).
     group.bench_function("nesting_check_typed_line_blocks", |b| {
         b.iter(|| {
             let mut check = kinformer_json_scan::NestingCheck::new(kinformer_json_scan::MAX_DEPTH);
@@ -158,8 +158,8 @@ fn serde_metadata_line(line: &[u8]) -> PartialObjectMeta<Pod> {
 }
 
 /// The deepest nesting of `bytes` from the offsets of its structural
-/// characters: the decoder's check until session 15, kept as the
-/// baseline of the block count.
+/// characters: the decoder's earlier check, kept as the baseline of the
+/// block count.
 fn depth_from_structural_indexes(bytes: &[u8], structural: &[u32]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     for &at in structural {

@@ -89,7 +89,7 @@ fn prepare(c: &mut Criterion) {
 }
 
 /// What the simulator pays per object to answer a protobuf watch or LIST
-/// from its JSON (docs/benchmarks.md, session 33).
+/// from its JSON.
 fn sim_encode(c: &mut Criterion) {
     let line = JSON_LINE.trim_ascii_end();
     let mut group = per_object_group(c, "sim_protobuf");
@@ -102,11 +102,11 @@ fn sim_encode(c: &mut Criterion) {
             metadata_range(bytes),
         )
     };
-    // Through k8s-openapi's `ObjectMeta` (session 31's path for every event).
+    // Through k8s-openapi's `ObjectMeta` (the fallback when the transcode fails).
     group.bench_function("frame_of_line", |b| {
         b.iter(|| kinformer_sim::protobuf::frame_of_line(line))
     });
-    // The JSON `metadata` transcoded (session 33): an object's first frame.
+    // The JSON `metadata` transcoded: an object's first frame.
     group.bench_function("frame_of_stored_first", |b| {
         b.iter_batched(
             || stored(&bytes),

@@ -189,8 +189,7 @@ impl FactoryBuilder {
     /// that is often a wake-up of another thread per event. For informers
     /// of many changes per second, a runtime of one worker for the
     /// reflectors alone took 0.6–0.8× the CPU per update on the reflector's
-    /// side of the load test's two-worker runtime (`docs/benchmarks.md`,
-    /// session 27).
+    /// side of the load test's two-worker runtime.
     pub fn runtime(mut self, handle: Handle) -> Self {
         self.runtime = Some(handle);
         self

@@ -7,8 +7,8 @@
 //! stolen from the guest's CPUs (~60–120 ms of CPU time). The previous load
 //! test's exit frees its whole cache and the simulator's, so for some
 //! 20 s afterwards every run measured the host taking back the previous
-//! run's memory (docs/benchmarks.md, session 29). [`settle`] waits for
-//! that to end before a run starts.
+//! run's memory: the handler lag's p99 spikes came with those passes.
+//! [`settle`] waits for that to end before a run starts.
 
 use std::time::{Duration, Instant};
 

@@ -58,7 +58,8 @@ const MAX_TICKS: usize = 36_000;
 
 /// Commit → handler latency recorded during churn: its distribution, and
 /// the worst lag of the changes committed in each [`LAG_TICK`], which says
-/// where in the churn a tail comes from (docs/benchmarks.md, session 29).
+/// where in the churn a tail comes from (the host taking back freed memory,
+/// for one, shows as spikes about 2 s apart).
 pub struct LagRecord {
     /// Latency in microseconds.
     pub histogram: Histogram<u64>,

@@ -139,8 +139,8 @@ pub struct LoadtestArgs {
     pub burst: Option<u64>,
     /// Seconds to wait at most, before the informers start, for the
     /// hypervisor to finish taking back memory freed earlier (a previous
-    /// run's exit) and to stop stealing CPU time; 0 starts at once. See
-    /// docs/benchmarks.md, session 29.
+    /// run's exit) and to stop stealing CPU time; 0 starts at once. On
+    /// this project's VMs that takes ~20 s after a large run exits.
     #[arg(long, default_value_t = 60.0)]
     pub settle: f64,
     /// Reader threads querying the lister during churn.
@@ -149,19 +149,19 @@ pub struct LoadtestArgs {
     /// Seconds at the start of the churn whose changes are left out of the
     /// lag percentiles (they still count in updates/s). On this project's
     /// VMs the first changes after a sync wait for memory touched for the
-    /// first time (docs/benchmarks.md, session 19); 0 records every change.
+    /// first time; 0 records every change.
     #[arg(long, default_value_t = 0.0)]
     pub lag_warmup: f64,
     /// Watch events the simulator keeps for watches that resume (sim
     /// source). kube-apiserver 1.37 keeps at most 102,400 per resource in
     /// its watch cache; the default keeps a whole 1M burst. Every kept event
     /// is memory the simulator touches for the first time, on the same
-    /// cores as the informer (docs/benchmarks.md, session 20).
+    /// cores as the informer.
     #[arg(long, default_value_t = 1_000_000)]
     pub sim_history: usize,
     /// How the simulator cuts watch events into HTTP chunks. A hyper client
     /// hands each chunk from its connection task to the body's reader, so
-    /// fewer chunks cost the client less (docs/benchmarks.md, session 27).
+    /// fewer chunks cost the client less.
     #[arg(long, value_enum, default_value_t = SimWatchChunks::Apiserver)]
     pub sim_watch_chunks: SimWatchChunks,
     /// Worker threads of a tokio runtime of their own for kinformer's

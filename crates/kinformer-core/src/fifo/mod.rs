@@ -48,7 +48,7 @@ pub const LIST_LINGER: Duration = Duration::from_millis(10);
 /// touches ~2,600 of the 4,096 third-level nodes of every large trie (the
 /// cache and each big index value's set) once each, so every change copies
 /// a node; four times the batch shares most of those copies (1M
-/// metadata-only sync: ~8% faster in interleaved runs, session 5).
+/// metadata-only sync: ~8% faster in interleaved runs).
 pub const LIST_BATCH_FACTOR: usize = 4;
 
 /// How long [`DeltaFifo::pop_batch`] lets keys gather, by default, after it
@@ -526,7 +526,7 @@ impl<K> DeltaFifo<K> {
     /// until the queue is closed. Sleeping, not waiting on the channel: the
     /// producer's sends meanwhile find no consumer to wake. (A wait on the
     /// close signal with a timeout instead measured 1.03-1.06x slower in the
-    /// core pipeline bench's single updates, session 40.)
+    /// core pipeline bench's single updates.)
     fn linger(&self, linger: Duration) {
         // `None`: a linger too long to add to the clock, until the close.
         let end = Instant::now().checked_add(linger);

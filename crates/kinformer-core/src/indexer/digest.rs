@@ -5,12 +5,11 @@
 //! update whose digest equals the stored one leaves the object filed where
 //! it is in those indexes, without reading the replaced object: at a
 //! million objects that object is cold, and comparing its labels cost the
-//! pool about a microsecond per update in the 1M burst (session 38 in
-//! `docs/benchmarks.md`), while the stored digest sits in the trie entry
-//! the write copies anyway. The new object's digest is computed by
-//! [`DeltaFifo::prepare`](crate::DeltaFifo::prepare) on the thread that
-//! decoded it ([`EarlyDigest`]): by the time a pool thread writes it, the
-//! new object has left that thread's caches too.
+//! pool about a microsecond per update in the 1M burst, while the stored
+//! digest sits in the trie entry the write copies anyway. The new object's
+//! digest is computed by [`DeltaFifo::prepare`](crate::DeltaFifo::prepare)
+//! on the thread that decoded it ([`EarlyDigest`]): by the time a pool
+//! thread writes it, the new object has left that thread's caches too.
 //!
 //! The digest is SipHash-1-3 with 128 bits of output under a random key per
 //! Indexer: cluster users cannot aim at a collision, and two different

@@ -4,11 +4,11 @@
 //! kube-apiserver writes each watch event of 2 KiB or more as a chunk of
 //! its own. kube's [`Client`](kube::Client) hands every chunk from hyper's
 //! connection task to the body through a one-slot channel: a task switch
-//! per chunk, the larger part of the reflector's reading cost in a burst
-//! (docs/benchmarks.md, open work item 10). A [`DirectWatch`] sends each
-//! watch request on a connection of its own, with kube's configuration
-//! (base URI, authentication, extra headers, TLS), and reads the chunked
-//! body itself: every chunk already received is taken in the same poll.
+//! per chunk, the larger part of the reflector's reading cost in a burst.
+//! A [`DirectWatch`] sends each watch request on a connection of its own,
+//! with kube's configuration (base URI, authentication, extra headers,
+//! TLS), and reads the chunked body itself: every chunk already received
+//! is taken in the same poll.
 //! LISTs and every other request stay on the [`Client`](kube::Client).
 
 mod body;

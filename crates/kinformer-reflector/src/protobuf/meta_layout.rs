@@ -16,8 +16,8 @@
 //! does not read (groups, a malformed field, a list or map field of
 //! another wire type, more than [`MAX_ENTRIES`] entries), so lists and
 //! maps are `prost`'s for every input (property tests check it). The walk
-//! replaced a `prost` pass that gathered the lists' items as slices of the
-//! message only to count them (`docs/benchmarks.md`, session 44).
+//! counts the lists itself, where a `prost` pass would gather their items
+//! as slices of the message only to count them.
 #![allow(unsafe_code)] // a string from bytes just checked to be ASCII
 
 use std::collections::BTreeMap;

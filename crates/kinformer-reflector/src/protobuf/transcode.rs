@@ -3,7 +3,7 @@
 //! watches with it). Going through k8s-openapi's `ObjectMeta` (its
 //! `managedFields`' `FieldsV1` parsed into `serde_json::Value` maps and
 //! written back, every string copied again into the message) took 10.9 µs
-//! per Pod, this 5.2 µs (`--bench protobuf -- sim_protobuf`, session 33):
+//! per Pod, this 5.2 µs (`--bench protobuf -- sim_protobuf`):
 //! each string is read once and moved into the message, and `FieldsV1` is
 //! copied as the raw JSON it is (what kube-apiserver stores in its `Raw`).
 

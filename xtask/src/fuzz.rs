@@ -34,7 +34,7 @@ pub struct FuzzArgs {
 /// `cargo` of the nightly toolchain, through rustup (the `cargo` that
 /// runs xtask is the stable toolchain's own binary, which knows no
 /// `+nightly`).
-fn nightly_cargo() -> Command {
+pub(crate) fn nightly_cargo() -> Command {
     let mut c = Command::new("rustup");
     c.args(["run", "nightly", "cargo"]);
     c

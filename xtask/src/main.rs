@@ -10,6 +10,7 @@ mod apiserver;
 mod e2e;
 mod fuzz;
 mod loadtest;
+mod miri;
 mod simbench;
 mod test;
 
@@ -44,6 +45,8 @@ enum Command {
     Simbench(simbench::SimbenchArgs),
     /// Run the fuzz targets of the decoders for a bounded time each.
     Fuzz(fuzz::FuzzArgs),
+    /// Run the tests of the library's unsafe code under Miri.
+    Miri,
 }
 
 /// The workspace's root directory (xtask's parent).
@@ -70,5 +73,6 @@ fn main() -> anyhow::Result<()> {
         Command::E2e(args) => e2e::run(&args),
         Command::Simbench(args) => simbench::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::Miri => miri::run(),
     }
 }

@@ -1,5 +1,7 @@
 //! `cargo xtask test`: every test of the workspace, in one command: the unit,
-//! integration and doc tests of every crate, the loom models, a short chaos
+//! integration and doc tests of every crate, the loom models, the unsafe
+//! code's tests under Miri (when the nightly Miri component is installed,
+//! see [`crate::miri`]), a short chaos
 //! load test against the simulator, then the end-to-end suite
 //! against a real kube-apiserver built from the published Go modules, with
 //! the WatchList feature on and off.
@@ -89,6 +91,14 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         bail!("cargo test failed: {status}");
     }
     loom_models(&cargo)?;
+    if crate::miri::installed() {
+        crate::miri::run()?;
+    } else {
+        eprintln!(
+            "Miri skipped: the nightly toolchain has no Miri component \
+             (rustup component add --toolchain nightly miri rust-src)"
+        );
+    }
     chaos_loadtest()?;
     if args.skip_e2e {
         if std::env::var_os("CI").is_some() {

@@ -88,10 +88,15 @@ mod model {
                 .map(|i| {
                     let (count, parts) = (Arc::clone(&count), Arc::clone(&parts));
                     loom::thread::spawn(move || {
+                        // SAFETY: part `i` is this thread's alone until it
+                        // releases it below; loom checks that claim.
                         parts[i].with_mut(|p| unsafe { *p = 1 });
                         if count.release_part() {
                             // The owner reads both parts (a reuse writes them).
+                            // SAFETY: the owner of the closed chunk holds every
+                            // part; loom reports any other access as a race.
                             parts[0].with_mut(|p| unsafe { *p = 2 });
+                            // SAFETY: as above.
                             parts[1].with_mut(|p| unsafe { *p = 2 });
                             1
                         } else {
@@ -102,7 +107,10 @@ mod model {
                 .collect();
             let mut owners = usize::from(count.close(2));
             if owners == 1 {
+                // SAFETY: the closer owns the chunk, so every part; loom
+                // reports any other access as a race.
                 parts[0].with_mut(|p| unsafe { *p = 2 });
+                // SAFETY: as above.
                 parts[1].with_mut(|p| unsafe { *p = 2 });
             }
             for h in handles {

@@ -65,7 +65,9 @@ pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
 pub use sync::SyncError;
 
 /// Object arenas: the opt-in global allocator for decoded objects.
-pub use kinformer_alloc as alloc;
+pub mod alloc {
+    pub use kinformer_alloc::{ObjectArenas, set_enabled};
+}
 pub use kinformer_core::{
     DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, EventHandlerFns,
     FifoError, FifoStats, HandlerRegistration, HandlerStats, IndexFn, IndexFnError, Indexer,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::alloc::ObjectArenas;
-use kinformer::alloc::region::REGION;
 use kinformer::{ReflectorConfig, SharedIndexInformer, SharedInformerFactory};
+use kinformer_alloc::region::REGION;
 use kinformer_sim::{RunningSim, Sim};
 use kube::Client;
 use kube_core::Resource;

@@ -639,11 +639,11 @@ where
         b = b.direct_watches(direct.clone());
     }
     if args.whole_release {
-        // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
-        // `PartialObjectMeta<Pod>`s, which own their parts alone, and its
-        // handlers only count and time what they see.
         #[allow(unsafe_code)]
         {
+            // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
+            // `PartialObjectMeta<Pod>`s, which own their parts alone, and
+            // its handlers only count and time what they see.
             b = unsafe { b.release_objects_whole() };
         }
     }

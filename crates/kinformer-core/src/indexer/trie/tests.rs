@@ -169,7 +169,7 @@ fn run(kind: u8, ops: &[Op]) {
         drop(v.retired);
     }
     drop(retired);
-    // SAFETY (test): nothing else reaches these tries any more.
+    // SAFETY: (a test) nothing else reaches these tries any more.
     unsafe {
         objects.free_all(&mut drop);
         sets.free_all(&mut |e| e.value.free_all(&mut drop));

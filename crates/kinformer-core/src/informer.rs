@@ -99,6 +99,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
         let reclaimer = indexer.reclaimer_slot();
         let fifo = Arc::new(DeltaFifo::new(indexer.clone(), self.transform));
         fifo.set_trickle_linger(self.trickle_linger);
+        let signal = Arc::clone(fifo.sync_signal());
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         SharedIndexInformer {
             inner: Arc::new(Inner {
@@ -112,6 +113,7 @@ impl<K: Resource + Send + Sync + 'static> InformerBuilder<K> {
                     registrations: ArcSwap::from_pointee(Vec::new()),
                     reclaimer,
                     synced: Arc::new(AtomicBool::new(false)),
+                    signal,
                     counters: ProcessorCounters::default(),
                 }),
                 next_id: AtomicU64::new(1),
@@ -242,8 +244,69 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         if !p.synced.load(Ordering::SeqCst) && p.fifo.has_synced() {
             // A list with nothing in it, or a producer that only adds.
             p.synced.store(true, Ordering::SeqCst);
+            p.signal.notify();
         }
         p.synced.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced) is true or the
+    /// informer shut down (check `has_synced` to tell which). Notified by
+    /// the pool thread that applies the last delta of the first list, not
+    /// polled; usable from any async runtime.
+    pub async fn synced(&self) {
+        let p = &self.inner.pipeline;
+        p.signal
+            .until(|| self.has_synced() || self.inner.stopped.load(Ordering::SeqCst))
+            .await;
+    }
+
+    /// Blocks until [`has_synced`](Self::has_synced) is true, the informer
+    /// shuts down, or `timeout` passes; whether it has synced.
+    pub fn wait_synced_blocking(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        self.inner.pipeline.signal.until_blocking(
+            || self.has_synced() || self.inner.stopped.load(Ordering::SeqCst),
+            deadline,
+        );
+        self.has_synced()
+    }
+
+    /// Whether the informer has synced and every handler registered now has
+    /// been handed every object of the initial list (or of its replay).
+    pub fn has_synced_with_handlers(&self) -> bool {
+        self.has_synced()
+            && self
+                .inner
+                .pipeline
+                .registrations
+                .load()
+                .iter()
+                .all(|r| r.has_synced())
+    }
+
+    /// Resolves once [`has_synced_with_handlers`](Self::has_synced_with_handlers)
+    /// is true or the informer shut down; notified, not polled.
+    pub async fn synced_with_handlers(&self) {
+        let p = &self.inner.pipeline;
+        p.signal
+            .until(|| self.has_synced_with_handlers() || self.inner.stopped.load(Ordering::SeqCst))
+            .await;
+    }
+
+    /// Blocks until [`has_synced_with_handlers`](Self::has_synced_with_handlers)
+    /// is true, the informer shuts down, or `deadline` passes; whether it is.
+    pub fn wait_synced_with_handlers_until(&self, deadline: Instant) -> bool {
+        self.inner.pipeline.signal.until_blocking(
+            || self.has_synced_with_handlers() || self.inner.stopped.load(Ordering::SeqCst),
+            deadline,
+        );
+        self.has_synced_with_handlers()
+    }
+
+    /// The resourceVersion of the last full list applied to the queue (empty
+    /// before the first).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner.pipeline.fifo.last_sync_resource_version()
     }
 
     /// Registers a handler with the informer's default resync period.
@@ -286,6 +349,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
             id,
             resync,
             Arc::clone(&p.synced),
+            Arc::clone(&p.signal),
             Arc::clone(&p.reclaimer),
         ));
         let name = format!("{}-handler-{id}", self.inner.name);
@@ -395,6 +459,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         for reg in regs.iter() {
             reg.stop();
         }
+        self.pipeline.signal.notify();
     }
 }
 

@@ -14,6 +14,7 @@
 //! - [`indexer`]: the copy-on-write cache with secondary indexes.
 //! - [`handler`]: event handler trait and notifications.
 //! - [`reclaimer`]: where objects the informer lets go of are freed.
+//! - [`synced`]: waiting for has-synced by notification, not polling.
 //! - [`latency`]: histograms of the time from queue to cache and from cache to handler.
 //! - [`registration`]: per-handler thread and backlog (batches as pushed, coalesced per key past a bound).
 //! - [`informer`]: the shared index informer tying it all together.
@@ -35,6 +36,7 @@ pub mod latency;
 mod processor;
 pub mod reclaimer;
 pub mod registration;
+pub mod synced;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
 pub use error::{FifoError, IndexFnError, IndexerError, InformerError, KeyError};

@@ -16,6 +16,7 @@ use crate::key::ObjectKey;
 use crate::latency::{Histogram, Samples};
 use crate::reclaimer::ReclaimerSlot;
 use crate::registration::Registration;
+use crate::synced::SyncSignal;
 
 #[derive(Default)]
 pub(crate) struct ProcessorCounters {
@@ -33,6 +34,9 @@ pub(crate) struct Pipeline<K> {
     pub(crate) registrations: ArcSwap<Vec<Arc<Registration<K>>>>,
     pub(crate) reclaimer: ReclaimerSlot<K>,
     pub(crate) synced: Arc<AtomicBool>,
+    /// Notified when `synced` or a registration's has-synced may have
+    /// turned true, and at shutdown.
+    pub(crate) signal: Arc<SyncSignal>,
     pub(crate) counters: ProcessorCounters,
 }
 
@@ -99,6 +103,7 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
             .done(keys.iter().map(|(k, initial)| (k, *initial)));
         if !self.synced.load(Ordering::Relaxed) && self.fifo.has_synced() {
             self.synced.store(true, Ordering::SeqCst);
+            self.signal.notify();
         }
     }
 

@@ -25,6 +25,7 @@ use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
 use crate::latency::{self, Histogram, LatencyHistogram};
 use crate::reclaimer::{LastReferences, ReclaimerSlot};
+use crate::synced::SyncSignal;
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -129,6 +130,9 @@ pub(crate) struct Registration<K> {
     /// Initial-list notifications (replay included) not yet delivered.
     initial_outstanding: AtomicUsize,
     informer_synced: Arc<AtomicBool>,
+    /// Notified when this registration's has-synced may have turned true
+    /// or it stopped (shared with its informer).
+    signal: Arc<SyncSignal>,
     /// Where delivered notifications' last references go.
     reclaimer: ReclaimerSlot<K>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -165,6 +169,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
         id: u64,
         resync_period: Option<Duration>,
         informer_synced: Arc<AtomicBool>,
+        signal: Arc<SyncSignal>,
         reclaimer: ReclaimerSlot<K>,
     ) -> Self {
         Self {
@@ -189,6 +194,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             panics: AtomicU64::new(0),
             initial_outstanding: AtomicUsize::new(0),
             informer_synced,
+            signal,
             reclaimer,
             thread: Mutex::new(None),
         }
@@ -325,7 +331,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
                             is_in_initial_list: true,
                         };
                         self.deliver(handler, &note);
-                        self.initial_outstanding.fetch_sub(1, Ordering::SeqCst);
+                        self.delivered_initial(1);
                     }
                 }
                 Work::Segment(segment) => {
@@ -370,8 +376,9 @@ impl<K: Send + Sync + 'static> Registration<K> {
     }
 
     fn delivered_initial(&self, n: usize) {
-        if n > 0 {
-            self.initial_outstanding.fetch_sub(n, Ordering::SeqCst);
+        if n > 0 && self.initial_outstanding.fetch_sub(n, Ordering::SeqCst) == n {
+            // The last initial notification: has-synced may be true now.
+            self.signal.notify();
         }
     }
 
@@ -419,9 +426,10 @@ impl<K: Send + Sync + 'static> Registration<K> {
 
     /// Stops delivery and joins the thread (unless called from it).
     pub(crate) fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.stopping.store(true, Ordering::SeqCst);
         self.backlog.lock().closed = true;
         self.ready.notify_all();
+        self.signal.notify();
         let handle = self.thread.lock().take();
         if let Some(h) = handle
             && h.thread().id() != std::thread::current().id()
@@ -454,6 +462,29 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// every object of the initial list (or of its start-up replay).
     pub fn has_synced(&self) -> bool {
         self.inner.has_synced()
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced) is true, or the
+    /// registration was removed or its informer shut down (check
+    /// `has_synced` to tell which). Notified, not polled: usable from any
+    /// async runtime.
+    pub async fn synced(&self) {
+        let r = &self.inner;
+        r.signal
+            .until(|| r.has_synced() || r.stopping.load(Ordering::SeqCst))
+            .await;
+    }
+
+    /// Blocks until [`has_synced`](Self::has_synced) is true, the
+    /// registration stops, or `timeout` passes; whether it has synced.
+    pub fn wait_synced_blocking(&self, timeout: Duration) -> bool {
+        let r = &self.inner;
+        let deadline = Instant::now() + timeout;
+        r.signal.until_blocking(
+            || r.has_synced() || r.stopping.load(Ordering::SeqCst),
+            deadline,
+        );
+        r.has_synced()
     }
 
     /// Delivery counters and backlog.
@@ -520,6 +551,7 @@ mod tests {
             1,
             None,
             Arc::new(AtomicBool::new(true)),
+            Arc::default(),
             Default::default(),
         ))
     }

@@ -6,7 +6,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
@@ -26,7 +26,7 @@ use crate::health::{DEFAULT_STALE_AFTER, FactoryHealth, InformerHealth};
 use crate::managed::{Managed, ManagedInformer};
 use crate::metrics::FactoryCollector;
 use crate::options::{InformerOptions, MetaTransform};
-use crate::sync::{self, SyncError};
+use crate::sync::SyncError;
 
 /// Configures a [`SharedInformerFactory`].
 pub struct FactoryBuilder {
@@ -659,23 +659,43 @@ impl SharedInformerFactory {
         self.unsynced().is_empty()
     }
 
-    fn unsynced_or_stopped(&self) -> Result<Vec<String>, SyncError> {
+    /// What a wait ends with: shut down, synced, or still waiting for some.
+    fn sync_result(&self, timeout: Duration) -> Result<(), SyncError> {
         if self.inner.stopped.load(Ordering::SeqCst) {
             return Err(SyncError::ShutDown);
         }
-        Ok(self.unsynced())
+        let unsynced = self.unsynced();
+        if unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(SyncError::Timeout { timeout, unsynced })
+        }
     }
 
-    /// Waits until every informer's cache has synced; after `timeout` fails
-    /// naming the informers still unsynced.
+    /// Waits until every informer created so far has synced and every
+    /// handler registered on them has been handed its initial objects;
+    /// after `timeout` fails naming the informers still unsynced. Each
+    /// informer's pool and handler threads notify the wait (no polling).
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), SyncError> {
-        sync::wait(timeout, || self.unsynced_or_stopped()).await
+        let managed = self.managed();
+        let all = async {
+            for m in &managed {
+                m.synced().await;
+            }
+        };
+        // A timeout is told apart by what is still unsynced.
+        let _ = tokio::time::timeout(timeout, all).await;
+        self.sync_result(timeout)
     }
 
     /// Blocking form of [`wait_for_cache_sync`](Self::wait_for_cache_sync)
     /// (do not call it on an async runtime's thread).
     pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), SyncError> {
-        sync::wait_blocking(timeout, || self.unsynced_or_stopped())
+        let deadline = Instant::now() + timeout;
+        for m in self.managed() {
+            m.wait_synced_until(deadline);
+        }
+        self.sync_result(timeout)
     }
 
     /// Names of every informer created.

@@ -2,6 +2,9 @@
 //! type-erased [`Managed`] so informers of different types share one map.
 
 use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Instant;
 
 use kinformer_core::{InformerMetrics, SharedIndexInformer};
 use kinformer_reflector::{
@@ -19,8 +22,15 @@ use crate::error::FactoryError;
 pub trait Managed: Send + Sync {
     /// The informer's name (resource path and selectors).
     fn name(&self) -> &str;
-    /// Whether its cache has synced.
+    /// Whether its cache has synced and every registered handler has been
+    /// handed the initial list.
     fn has_synced(&self) -> bool;
+    /// Resolves once [`has_synced`](Self::has_synced) is true or the
+    /// informer shut down (notified, not polled).
+    fn synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// Blocks until [`has_synced`](Self::has_synced), shutdown or
+    /// `deadline`; whether it has synced.
+    fn wait_synced_until(&self, deadline: Instant) -> bool;
     /// Starts its threads and spawns its reflector on `runtime` (once).
     fn start(
         &self,
@@ -78,7 +88,15 @@ where
     }
 
     fn has_synced(&self) -> bool {
-        self.informer.has_synced()
+        self.informer.has_synced_with_handlers()
+    }
+
+    fn synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.informer.synced_with_handlers())
+    }
+
+    fn wait_synced_until(&self, deadline: Instant) -> bool {
+        self.informer.wait_synced_with_handlers_until(deadline)
     }
 
     fn start(

@@ -402,3 +402,37 @@ async fn from_config_watches_on_connections_of_its_own() {
         b.err()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factory_wait_covers_handler_registrations() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client);
+    let pods = f.informer::<Pod>();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = Arc::clone(&seen);
+    pods.add_event_handler(EventHandlerFns::new().on_add(move |_: &Arc<Pod>, _| {
+        std::thread::sleep(Duration::from_millis(150));
+        s.fetch_add(1, Ordering::SeqCst);
+    }))
+    .unwrap();
+    f.start().unwrap();
+    // Too short for the handler's three slow adds: a timeout naming it.
+    let err = f
+        .wait_for_cache_sync(Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SyncError::Timeout { unsynced, .. } if unsynced.len() == 1),
+        "{err:?}"
+    );
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "synced means delivered");
+    let blocking = f.clone();
+    tokio::task::spawn_blocking(move || blocking.wait_for_cache_sync_blocking(SYNC))
+        .await
+        .unwrap()
+        .unwrap();
+    f.shutdown().await;
+    assert_eq!(f.wait_for_cache_sync(SYNC).await, Err(SyncError::ShutDown));
+}

@@ -38,6 +38,7 @@ use crate::index::panic_message;
 use crate::indexer::{EarlyDigest, Indexer};
 use crate::key::ObjectKey;
 use crate::latency;
+use crate::synced::SyncSignal;
 
 /// How long [`DeltaFifo::pop_batch`] waits for a batch to fill while a full
 /// list streams in.
@@ -259,6 +260,9 @@ pub struct DeltaFifo<K> {
     counters: Counters,
     /// See [`DeltaFifo::set_trickle_linger`] (nanoseconds).
     trickle_linger_ns: AtomicU64,
+    /// Notified when [`DeltaFifo::has_synced`] may have turned true, and
+    /// at close (the informer's waits listen to it).
+    signal: Arc<SyncSignal>,
 }
 
 impl<K: Resource> DeltaFifo<K> {
@@ -275,6 +279,7 @@ impl<K: Resource> DeltaFifo<K> {
                 line: LineState::default(),
             }),
             line: Line::new(),
+            signal: Arc::default(),
             open_lists: AtomicUsize::new(0),
             close_tx: Mutex::new(Some(close_tx)),
             close_rx,
@@ -319,7 +324,11 @@ impl<K: Resource> DeltaFifo<K> {
             return Err(FifoError::Closed);
         }
         let mut st = self.lock();
-        st.populated = true;
+        if !st.populated {
+            // Objects added before any list: synced, as in client-go.
+            st.populated = true;
+            self.signal.notify();
+        }
         for (what, p) in changes {
             // A deletion's object is never written: no digest to carry.
             let digest = (what != Observed::Deleted).then(|| ObjectDigest::of(&p.object, p.digest));
@@ -605,6 +614,9 @@ impl<K> DeltaFifo<K> {
         for (key, was_initial) in popped {
             if was_initial {
                 st.initial_remaining = st.initial_remaining.saturating_sub(1);
+                if st.initial_remaining == 0 && st.populated {
+                    self.signal.notify();
+                }
             }
             // Most keys have nothing new: one lookup removes them; a key
             // that got deltas meanwhile goes back, and rejoins the line.
@@ -661,6 +673,13 @@ impl<K> DeltaFifo<K> {
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.close_tx.lock().take();
+        self.signal.notify();
+    }
+
+    /// The notification of [`has_synced`](Self::has_synced) turning true
+    /// (shared with the informer's waits).
+    pub(crate) fn sync_signal(&self) -> &Arc<SyncSignal> {
+        &self.signal
     }
 
     /// Whether [`DeltaFifo::close`] was called.

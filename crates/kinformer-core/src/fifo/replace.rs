@@ -156,6 +156,11 @@ impl<K: Resource> ReplaceSession<'_, K> {
         }
         st.populated = true;
         st.last_sync_resource_version = resource_version.to_string();
+        if st.initial_remaining == 0 {
+            // Every key of the list was applied before it ended (or it was
+            // empty): synced now, with no pool thread left to say so.
+            fifo.signal.notify();
+        }
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
     CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, Reflector,
-    ReflectorConfig, ReflectorError, ReflectorMetrics, WatchErrorHandler,
+    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, WatchErrorHandler,
 };
 use kube::Client;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
@@ -716,6 +716,42 @@ impl SharedInformerFactory {
             .iter()
             .map(|(_, m)| (m.name().to_string(), m.reflector_metrics()))
             .collect()
+    }
+
+    /// The reflector counters of `informer`, one of this factory's (`None`
+    /// for an informer it did not create).
+    pub fn reflector_metrics_of<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+    ) -> Option<ReflectorMetrics>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.find(informer).map(|m| m.reflector_metrics())
+    }
+
+    /// The reflector status of `informer` (phase, errors, relists), one of
+    /// this factory's (`None` for an informer it did not create).
+    pub fn reflector_status_of<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+    ) -> Option<ReflectorStatus>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.find(informer).map(|m| m.reflector_status())
+    }
+
+    /// The managed informer whose queue is `informer`'s.
+    fn find<K>(&self, informer: &SharedIndexInformer<K>) -> Option<Arc<dyn Managed>>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.managed().into_iter().find(|m| {
+            m.as_any()
+                .downcast_ref::<ManagedInformer<K>>()
+                .is_some_and(|mi| Arc::ptr_eq(mi.informer().queue(), informer.queue()))
+        })
     }
 
     /// Every informer's health, and the answers to readiness and liveness

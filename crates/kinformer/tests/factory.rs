@@ -436,3 +436,24 @@ async fn the_factory_wait_covers_handler_registrations() {
     f.shutdown().await;
     assert_eq!(f.wait_for_cache_sync(SYNC).await, Err(SyncError::ShutDown));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_leads_to_its_own_reflector() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = factory(client.clone());
+    let pods = f.informer::<Pod>();
+    let cms = f.informer::<ConfigMap>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let m = f.reflector_metrics_of(&pods).unwrap();
+    assert!(m.lists + m.watch_list_syncs >= 1, "{m:?}");
+    let status = f.reflector_status_of(&cms).unwrap();
+    assert!(status.stopped.is_none(), "{status:?}");
+    assert!(status.last_error.is_none(), "{status:?}");
+    assert!(!pods.last_sync_resource_version().is_empty());
+    // Another factory's informer is not this one's.
+    let other = factory(client);
+    assert!(other.reflector_metrics_of(&pods).is_none());
+    f.shutdown().await;
+}

@@ -25,7 +25,7 @@ mod kube_selector {
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
     let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
-        .transform_meta(kinformer::strip_managed_fields)
+        .drop_managed_fields()
         .build();
     let pods = factory.metadata_informer::<Pod>();
     let started = Instant::now();

@@ -20,7 +20,7 @@ fn node_of(pod: &Pod) -> Option<String> {
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
     let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
-        .transform_meta(kinformer::strip_managed_fields)
+        .drop_managed_fields()
         .build();
     let pods = factory.informer::<Pod>();
     pods.add_indexers(vec![(

@@ -13,7 +13,7 @@ use kinformer::metrics::prometheus_client::registry::Registry;
 async fn main() -> anyhow::Result<()> {
     kinformer_examples::init_tracing();
     let factory = FactoryBuilder::from_config(kube::Config::infer().await?)?
-        .transform_meta(kinformer::strip_managed_fields)
+        .drop_managed_fields()
         .build();
     let _pods = factory.informer::<Pod>();
     factory.start()?;

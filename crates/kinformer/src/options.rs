@@ -9,8 +9,10 @@ use kube_core::ObjectMeta;
 /// informers of every type (e.g. [`strip_managed_fields`]). Must be idempotent.
 pub type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
 
-/// Drops `metadata.managedFields`: usually the largest part of an object's
-/// metadata and rarely needed by controllers.
+/// Drops `metadata.managedFields`, for a transform of your own. A factory
+/// drops them more cheaply with
+/// [`FactoryBuilder::drop_managed_fields`](crate::FactoryBuilder::drop_managed_fields),
+/// which skips them while decoding.
 ///
 /// ```
 /// use kube_core::ObjectMeta;

@@ -457,3 +457,27 @@ async fn an_informer_leads_to_its_own_reflector() {
     assert!(other.reflector_metrics_of(&pods).is_none());
     f.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_managed_fields_skips_them_in_typed_and_metadata_informers() {
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = SharedInformerFactory::builder(client)
+        .threads_per_informer(1)
+        // Set after: the reflector settings do not undo it.
+        .drop_managed_fields()
+        .reflector_config(fast())
+        .build();
+    let pods = f.informer::<Pod>();
+    let meta = f.metadata_informer::<Pod>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    let typed = Lister::new(pods.indexer()).get("default", "web-1").unwrap();
+    assert!(typed.metadata.managed_fields.is_none());
+    assert!(typed.spec.is_some(), "the rest is decoded");
+    assert_eq!(meta.indexer().len(), 3);
+    for (_, m) in meta.indexer().snapshot().iter() {
+        assert!(m.metadata.managed_fields.is_none(), "{:?}", m.metadata.name);
+    }
+    f.shutdown().await;
+}

@@ -34,14 +34,15 @@ const RUNS: &[MiriRun] = &[
         package: "kinformer-core",
         args: &["--lib", "indexer::idset"],
         cases: "2",
-        flags: "",
+        // proptest looks up the working directory for its failure files.
+        flags: "-Zmiri-disable-isolation",
     },
     MiriRun {
         what: "the trie's node cache",
         package: "kinformer-core",
         args: &["--lib", "indexer::slot_cache"],
         cases: "1",
-        flags: "",
+        flags: "-Zmiri-disable-isolation",
     },
     MiriRun {
         what: "the object arenas",
@@ -49,7 +50,7 @@ const RUNS: &[MiriRun] = &[
         args: &["--lib", "--tests"],
         cases: "1",
         // The reserved range is never given back, by design.
-        flags: "-Zmiri-ignore-leaks",
+        flags: "-Zmiri-ignore-leaks -Zmiri-disable-isolation",
     },
 ];
 

@@ -24,7 +24,12 @@ use crate::class::{CLASSES, chunk_size};
 use crate::region::Region;
 
 /// Bytes of chunks kept per class on a thread's list.
+#[cfg(not(miri))]
 pub const LIMIT: usize = 512 << 10;
+/// Bytes of chunks kept per class on a thread's list (under Miri, whose
+/// spans are 256 KiB, less than a span).
+#[cfg(miri)]
+pub const LIMIT: usize = 64 << 10;
 
 /// Threads that can keep chunks at once; a thread that finds every slot
 /// taken uses the shared lists only.

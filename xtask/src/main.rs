@@ -5,6 +5,8 @@
 //! - `cargo xtask apiserver build|start|stop|env`: upstream kube-apiserver + etcd for e2e tests.
 //! - `cargo xtask e2e`: the end-to-end suite against that real kube-apiserver.
 //! - `cargo xtask fuzz --seconds N`: the fuzz targets of `fuzz/`, N seconds each.
+//! - `cargo xtask miri`: the tests of the library's unsafe code under Miri.
+//! - `cargo xtask simbench`: kinformer-sim against its scale targets.
 
 mod apiserver;
 mod e2e;

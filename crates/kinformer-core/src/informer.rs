@@ -244,7 +244,6 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         if !p.synced.load(Ordering::SeqCst) && p.fifo.has_synced() {
             // A list with nothing in it, or a producer that only adds.
             p.synced.store(true, Ordering::SeqCst);
-            p.signal.notify();
         }
         p.synced.load(Ordering::SeqCst)
     }
@@ -254,21 +253,13 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     /// the pool thread that applies the last delta of the first list, not
     /// polled; usable from any async runtime.
     pub async fn synced(&self) {
-        let p = &self.inner.pipeline;
-        p.signal
-            .until(|| self.has_synced() || self.inner.stopped.load(Ordering::SeqCst))
-            .await;
+        self.until_or_stopped(|| self.has_synced()).await;
     }
 
     /// Blocks until [`has_synced`](Self::has_synced) is true, the informer
     /// shuts down, or `timeout` passes; whether it has synced.
     pub fn wait_synced_blocking(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        self.inner.pipeline.signal.until_blocking(
-            || self.has_synced() || self.inner.stopped.load(Ordering::SeqCst),
-            deadline,
-        );
-        self.has_synced()
+        self.until_or_stopped_blocking(|| self.has_synced(), timeout)
     }
 
     /// Whether the informer has synced and every handler registered now has
@@ -287,20 +278,35 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     /// Resolves once [`has_synced_with_handlers`](Self::has_synced_with_handlers)
     /// is true or the informer shut down; notified, not polled.
     pub async fn synced_with_handlers(&self) {
-        let p = &self.inner.pipeline;
-        p.signal
-            .until(|| self.has_synced_with_handlers() || self.inner.stopped.load(Ordering::SeqCst))
+        self.until_or_stopped(|| self.has_synced_with_handlers())
             .await;
     }
 
     /// Blocks until [`has_synced_with_handlers`](Self::has_synced_with_handlers)
-    /// is true, the informer shuts down, or `deadline` passes; whether it is.
-    pub fn wait_synced_with_handlers_until(&self, deadline: Instant) -> bool {
-        self.inner.pipeline.signal.until_blocking(
-            || self.has_synced_with_handlers() || self.inner.stopped.load(Ordering::SeqCst),
-            deadline,
-        );
-        self.has_synced_with_handlers()
+    /// is true, the informer shuts down, or `timeout` passes; whether it is.
+    pub fn wait_synced_with_handlers_blocking(&self, timeout: Duration) -> bool {
+        self.until_or_stopped_blocking(|| self.has_synced_with_handlers(), timeout)
+    }
+
+    /// Waits on the sync signal until `done()` or shutdown.
+    async fn until_or_stopped(&self, done: impl Fn() -> bool) {
+        let stopped = || self.inner.stopped.load(Ordering::SeqCst);
+        self.inner
+            .pipeline
+            .signal
+            .until(|| done() || stopped())
+            .await;
+    }
+
+    /// Blocks on the sync signal until `done()`, shutdown or `timeout`;
+    /// whether `done()`.
+    fn until_or_stopped_blocking(&self, done: impl Fn() -> bool, timeout: Duration) -> bool {
+        let stopped = || self.inner.stopped.load(Ordering::SeqCst);
+        self.inner
+            .pipeline
+            .signal
+            .until_blocking(|| done() || stopped(), timeout);
+        done()
     }
 
     /// The resourceVersion of the last full list applied to the queue (empty

@@ -34,8 +34,8 @@ pub(crate) struct Pipeline<K> {
     pub(crate) registrations: ArcSwap<Vec<Arc<Registration<K>>>>,
     pub(crate) reclaimer: ReclaimerSlot<K>,
     pub(crate) synced: Arc<AtomicBool>,
-    /// Notified when `synced` or a registration's has-synced may have
-    /// turned true, and at shutdown.
+    /// The queue's [`SyncSignal`], also notified by the registrations
+    /// (their last initial notification) and at shutdown.
     pub(crate) signal: Arc<SyncSignal>,
     pub(crate) counters: ProcessorCounters,
 }
@@ -103,7 +103,6 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
             .done(keys.iter().map(|(k, initial)| (k, *initial)));
         if !self.synced.load(Ordering::Relaxed) && self.fifo.has_synced() {
             self.synced.store(true, Ordering::SeqCst);
-            self.signal.notify();
         }
     }
 

@@ -479,10 +479,9 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// registration stops, or `timeout` passes; whether it has synced.
     pub fn wait_synced_blocking(&self, timeout: Duration) -> bool {
         let r = &self.inner;
-        let deadline = Instant::now() + timeout;
         r.signal.until_blocking(
             || r.has_synced() || r.stopping.load(Ordering::SeqCst),
-            deadline,
+            timeout,
         );
         r.has_synced()
     }

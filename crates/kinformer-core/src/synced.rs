@@ -3,7 +3,7 @@
 //! turned true (or the informer shut down), and waiters, async or
 //! blocking, re-check their condition then.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
 
@@ -36,8 +36,10 @@ impl SyncSignal {
         }
     }
 
-    /// Blocks until `done()` is true or `deadline` passes; whether it is.
-    pub fn until_blocking(&self, done: impl Fn() -> bool, deadline: Instant) -> bool {
+    /// Blocks until `done()` is true or `timeout` passes (one past the
+    /// clock's range is none); whether it is.
+    pub fn until_blocking(&self, done: impl Fn() -> bool, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if done() {
                 return true;
@@ -46,8 +48,13 @@ impl SyncSignal {
             if done() {
                 return true;
             }
-            if listener.wait_deadline(deadline).is_none() {
-                return done();
+            match deadline {
+                Some(deadline) => {
+                    if listener.wait_deadline(deadline).is_none() {
+                        return done();
+                    }
+                }
+                None => listener.wait(),
             }
         }
     }

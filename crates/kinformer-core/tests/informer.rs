@@ -723,6 +723,5 @@ fn latency_histograms_sample_one_key_in_sample_every() {
         wait.count <= n.div_ceil(SAMPLE_EVERY as usize) as u64,
         "{wait:?}"
     );
-    assert!(wait.sum_seconds >= 0.0);
     inf.shutdown();
 }

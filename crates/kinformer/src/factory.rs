@@ -706,9 +706,9 @@ impl SharedInformerFactory {
     /// Blocking form of [`wait_for_cache_sync`](Self::wait_for_cache_sync)
     /// (do not call it on an async runtime's thread).
     pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), SyncError> {
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
         for m in self.managed() {
-            m.wait_synced_until(deadline);
+            m.wait_synced_blocking(timeout.saturating_sub(start.elapsed()));
         }
         self.sync_result(timeout)
     }

@@ -1,8 +1,8 @@
 //! The health of a factory's informers ([`SharedInformerFactory::health`]),
 //! folded into the answers of readiness and liveness probes.
 //!
-//! - **Ready**: the factory runs, and every informer has synced and follows
-//!   the server (no informer [stale](InformerHealth::stale)).
+//! - **Ready**: the factory runs, and every informer has synced (its
+//!   handlers handed the initial list too) and follows the server (no informer [stale](InformerHealth::stale)).
 //! - **Live**: no reflector has stopped while the factory runs (a
 //!   reflector whose task returned or panicked no longer updates its
 //!   cache, whatever `has_synced` says).
@@ -31,7 +31,8 @@ pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(300);
 pub struct InformerHealth {
     /// The informer's name (resource path and selectors).
     pub name: String,
-    /// Whether its cache has synced.
+    /// Whether its cache has synced and every handler registered on it
+    /// has been handed the initial list.
     pub synced: bool,
     /// Its reflector's status.
     pub reflector: ReflectorStatus,

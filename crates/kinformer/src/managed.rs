@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Instant;
+use std::time::Duration;
 
 use kinformer_core::{InformerMetrics, SharedIndexInformer};
 use kinformer_reflector::{
@@ -29,8 +29,8 @@ pub trait Managed: Send + Sync {
     /// informer shut down (notified, not polled).
     fn synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
     /// Blocks until [`has_synced`](Self::has_synced), shutdown or
-    /// `deadline`; whether it has synced.
-    fn wait_synced_until(&self, deadline: Instant) -> bool;
+    /// `timeout`; whether it has synced.
+    fn wait_synced_blocking(&self, timeout: Duration) -> bool;
     /// Starts its threads and spawns its reflector on `runtime` (once).
     fn start(
         &self,
@@ -95,8 +95,8 @@ where
         Box::pin(self.informer.synced_with_handlers())
     }
 
-    fn wait_synced_until(&self, deadline: Instant) -> bool {
-        self.informer.wait_synced_with_handlers_until(deadline)
+    fn wait_synced_blocking(&self, timeout: Duration) -> bool {
+        self.informer.wait_synced_with_handlers_blocking(timeout)
     }
 
     fn start(

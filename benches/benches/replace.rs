@@ -2,20 +2,14 @@
 //! version and drop the one it replaces, in a cache of many objects, in
 //! random order, as a burst of updates does. With the object arenas
 //! (`kinformer_alloc::ObjectArenas` over mimalloc) and without them (mimalloc
-//! alone), in one run; and with the arenas plus the next victim's memory
-//! asked for one replacement ahead (`kinformer_reflector::decode::prefetch_object`),
-//! as the reclaimer's drop jobs do; and with the arenas and the victim
-//! released whole instead of dropped (`kinformer_alloc::release_whole`, as
-//! the whole-releasing reclaimer does, its chunk asked for one
-//! replacement ahead); and that last with the objects in `Arc`s, as an
-//! informer holds them, with and without the thread keeping the `Arc`
-//! blocks it frees for its next ones (`kinformer_alloc::hot`). The hot decode of `--bench decode` reuses
+//! alone), in one run; and with the arenas and the victim released whole
+//! instead of dropped (`kinformer_alloc::release_whole`, as the
+//! whole-releasing reclaimer does). The hot decode of `--bench decode` reuses
 //! the blocks it just freed; here every freed object is cold, as in a large
 //! cache.
 //! Run: `cargo bench -p kinformer-benches --bench replace`.
 #![allow(unsafe_code)] // releasing victims whole, as the reclaimer does
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -26,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_alloc::ObjectArenas;
 use kinformer_benches::filter::selected;
 use kinformer_benches::fixtures::Rng;
-use kinformer_reflector::decode::{prefetch_object, release_or_drop};
+use kinformer_reflector::decode::release_or_drop;
 use kinformer_reflector::json;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
@@ -65,7 +59,6 @@ fn replace<K: DeserializeOwned + Resource>(
     let variants = [
         ("mimalloc", false, Victim::Drop),
         ("object_arenas", true, Victim::Drop),
-        ("object_arenas_prefetch", true, Victim::PrefetchDrop),
         ("object_arenas_whole", true, Victim::Release),
     ];
     for (allocator, arenas, victims) in variants {
@@ -83,10 +76,6 @@ fn replace<K: DeserializeOwned + Resource>(
                 let mut victim = rng.below(n);
                 for _ in 0..iters {
                     let next = rng.below(n);
-                    match victims {
-                        Victim::Drop => {}
-                        Victim::PrefetchDrop | Victim::Release => prefetch_object(&cache[next]),
-                    }
                     let old = std::mem::replace(&mut cache[victim], decode());
                     if let Victim::Release = victims {
                         // SAFETY: owned here, decoded in one scope and
@@ -107,63 +96,12 @@ fn replace<K: DeserializeOwned + Resource>(
     kinformer_alloc::set_enabled(true);
 }
 
-/// Replaces random objects of a cache of `n` held in `Arc`s, as an
-/// informer holds them, each released whole with its chunk asked for one
-/// replacement ahead: with the `Arc` blocks the thread frees kept for its
-/// next ones (`kinformer_alloc::hot`, as the decode threads do) and
-/// without.
-fn replace_arc<K: DeserializeOwned + Resource>(
-    c: &mut Criterion,
-    name: &str,
-    n: usize,
-    bytes: &[u8],
-) {
-    let decode = || Arc::new(json::from_slice::<K>(bytes, true).expect("decode"));
-    let mut group = group(c);
-    for (variant, keep) in [
-        ("object_arenas_whole_arc", false),
-        ("object_arenas_whole_arc_kept", true),
-    ] {
-        let function = format!("{name}/{variant}");
-        if !selected(&format!("{GROUP}/{function}/{n}")) {
-            continue;
-        }
-        let kept = keep.then(kinformer_alloc::hot::keep_freed_blocks);
-        let mut cache: Vec<Arc<K>> = (0..n).map(|_| decode()).collect();
-        let mut rng = Rng(0x2545_f491);
-        group.bench_function(BenchmarkId::new(function, n), |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                let mut victim = rng.below(n);
-                for _ in 0..iters {
-                    let next = rng.below(n);
-                    prefetch_object(&*cache[next]);
-                    let old = std::mem::replace(&mut cache[victim], decode());
-                    match Arc::try_unwrap(old) {
-                        // SAFETY: as in `replace`.
-                        Ok(old) => unsafe { release_or_drop(old) },
-                        Err(shared) => drop(shared),
-                    }
-                    victim = next;
-                }
-                start.elapsed()
-            })
-        });
-        drop(cache);
-        drop(kept);
-    }
-    group.finish();
-}
-
 /// What happens to a replaced object.
 #[derive(Clone, Copy)]
 enum Victim {
     /// Dropped.
     Drop,
-    /// Dropped, the next victim's chunk asked for first.
-    PrefetchDrop,
-    /// Released whole when it can be, the next victim's chunk asked for
-    /// first.
+    /// Released whole when it can be.
     Release,
 }
 
@@ -173,7 +111,6 @@ fn benches(c: &mut Criterion) {
     replace::<Pod>(c, "typed_pod", TYPED, &bytes, false);
     let partial = kinformer_sim::metadata::partial(&bytes);
     replace::<PartialObjectMeta<Pod>>(c, "metadata_skip_managed_fields", METADATA, &partial, true);
-    replace_arc::<PartialObjectMeta<Pod>>(c, "metadata_skip_managed_fields", METADATA, &partial);
 }
 
 criterion_group!(replace_benches, benches);

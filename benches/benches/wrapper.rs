@@ -1,8 +1,7 @@
 //! What `kinformer_alloc::ObjectArenas` adds to an allocation made outside
 //! decode scopes (the pool's, the reader's): a batch of 256 blocks
 //! allocated and freed through the wrapper, against the same through
-//! mimalloc directly, and through the wrapper on a thread that keeps its
-//! freed blocks (`kinformer_alloc::hot`, as the decode threads do).
+//! mimalloc directly.
 //! Run: `cargo bench -p kinformer-benches --bench wrapper`.
 #![allow(unsafe_code)] // raw allocations, as a `Box` or `Vec` would make them
 
@@ -42,11 +41,6 @@ fn benches(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("object_arenas", size), |b| {
             b.iter(|| round(&GLOBAL, layout, &mut blocks))
         });
-        let kept = kinformer_alloc::hot::keep_freed_blocks();
-        group.bench_function(BenchmarkId::new("object_arenas_kept", size), |b| {
-            b.iter(|| round(&GLOBAL, layout, &mut blocks))
-        });
-        drop(kept);
     }
     group.finish();
 }

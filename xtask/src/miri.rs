@@ -1,7 +1,6 @@
 //! `cargo xtask miri`: the tests of the library's `unsafe` code under Miri
 //! (undefined behaviour, aliasing, leaks): the Indexer's trie and its index
-//! id sets through their model proptests, the trie's node cache, and the
-//! object arenas. `cargo xtask test` runs it when the nightly toolchain has
+//! id sets through their model proptests, and the object arenas. `cargo xtask test` runs it when the nightly toolchain has
 //! the Miri component (`rustup component add --toolchain nightly miri
 //! rust-src`) and says that it skipped it otherwise.
 
@@ -35,13 +34,6 @@ const RUNS: &[MiriRun] = &[
         args: &["--lib", "indexer::idset"],
         cases: "2",
         // proptest looks up the working directory for its failure files.
-        flags: "-Zmiri-disable-isolation",
-    },
-    MiriRun {
-        what: "the trie's node cache",
-        package: "kinformer-core",
-        args: &["--lib", "indexer::slot_cache"],
-        cases: "1",
         flags: "-Zmiri-disable-isolation",
     },
     MiriRun {

@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use crate::region::REGION;
-use crate::{hot, scope};
+use crate::scope;
 
 /// A global allocator that puts what [`crate::with_object_arena`] allocates
 /// into per-object chunks, and passes everything else to `A`.
@@ -21,9 +21,7 @@ use crate::{hot, scope};
 /// address space, no memory: `MAP_NORESERVE`); where the system refuses
 /// that, every allocation goes to `A`. Chunks are reused, not returned to
 /// the system, so memory freed by objects stays with the process for the
-/// next objects, as a cache's steady state wants. On a thread that asked
-/// ([`crate::hot::keep_freed_blocks`]), small blocks freed outside the
-/// scopes are kept and handed out again first.
+/// next objects, as a cache's steady state wants.
 #[derive(Debug)]
 pub struct ObjectArenas<A> {
     inner: A,
@@ -58,11 +56,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match scope::alloc(layout.size(), layout.align()) {
             Some(part) => part,
-            None => match hot::take(layout) {
-                Some(block) => block,
-                // SAFETY: the caller's layout, passed on.
-                None => unsafe { self.inner.alloc(layout) },
-            },
+            // SAFETY: the caller's layout, passed on.
+            None => unsafe { self.inner.alloc(layout) },
         }
     }
 
@@ -85,13 +80,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ObjectArenas<A> {
             // SAFETY: a live part (the caller's contract).
             unsafe { free_part(ptr) }
         } else {
-            // SAFETY: `A` allocated it (the caller's contract), as it did
-            // every block a thread keeps.
-            let kept = unsafe { hot::keep(ptr, layout, |b, l| self.inner.dealloc(b, l)) };
-            if !kept {
-                // SAFETY: as above.
-                unsafe { self.inner.dealloc(ptr, layout) }
-            }
+            // SAFETY: `A` allocated it (the caller's contract).
+            unsafe { self.inner.dealloc(ptr, layout) }
         }
     }
 

@@ -16,49 +16,29 @@
 //! - [`region`]: the reserved address range the chunks are cut from.
 //! - [`scope`]: the per-thread decode scope and the size estimates.
 //! - [`global`]: [`ObjectArenas`], the `GlobalAlloc` that ties them together.
-//! - [`prefetch`]: asking for a cold object's chunk before dropping it (and,
-//!   in [`region`], for the next free chunk before decoding into it).
-//! - [`ahead`]: each class's next pages populated before a cut needs them.
 //! - [`spare`]: new chunks kept ready by a keeper thread, so that decode
 //!   threads seldom wait for the kernel's pages.
-//! - [`stacks`]: freed blocks kept in a bounded stack per size (also the
-//!   indexer's trie node cache).
-//! - [`hot`]: blocks a thread freed outside the scopes, handed out again
-//!   first (decode threads opt in).
-//! - [`own`]: chunks a thread gave back, kept for its own next takes
-//!   (decode threads opt in).
 //! - [`whole`]: an object's chunk given back at once instead of its parts
 //!   freed one by one.
 //!
 //! Without [`ObjectArenas`] installed, [`with_object_arena`] only runs its
 //! closure.
 
-#[cfg(not(loom))]
-pub mod ahead;
 pub mod class;
 pub mod count;
 #[cfg(not(loom))]
 pub mod global;
-#[cfg(not(loom))]
-pub mod hot;
-#[cfg(not(loom))]
-pub mod own;
-#[cfg(not(loom))]
-pub mod prefetch;
 #[cfg(not(loom))]
 pub mod region;
 #[cfg(not(loom))]
 pub mod scope;
 #[cfg(not(loom))]
 pub mod spare;
-pub mod stacks;
 #[cfg(not(loom))]
 pub mod whole;
 
 #[cfg(not(loom))]
 pub use global::ObjectArenas;
-#[cfg(not(loom))]
-pub use prefetch::{prefetch_chunk, prefetch_chunk_header, prefetch_value};
 #[cfg(not(loom))]
 pub use scope::{set_enabled, with_object_arena};
 #[cfg(not(loom))]

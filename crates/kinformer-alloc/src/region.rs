@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::class::{CLASSES, chunk_size};
 use crate::count::LiveCount;
-use crate::own::{self, KeptBytes, SLOTS};
 
 /// Bytes of each class's span (16 GiB; small under Miri, which allocates
 /// the range for real).
@@ -55,13 +54,6 @@ pub const LARGER: usize = 2;
 /// not fit continues in a second chunk.
 pub const SMALLER: usize = 1;
 
-/// How many bytes of the next free chunk [`Region::take`] asks the CPU for
-/// when it takes a chunk off a free list: all of a metadata-only Pod's
-/// chunk (2,398 arena bytes with its `managedFields` in `--bench arena`);
-/// of a larger one only the start, from where the
-/// hardware's own prefetcher follows the decode's sequential writes.
-pub const PREFETCH_NEXT: usize = 4096;
-
 /// The reserved range and its per-class free lists.
 pub struct Region {
     /// Start of the range; 0 until reserved.
@@ -69,8 +61,6 @@ pub struct Region {
     /// The reservation was refused: chunks are never handed out.
     refused: AtomicBool,
     classes: [Class; CLASSES],
-    /// Bytes kept on each thread's own lists (see [`crate::own`]), by slot.
-    kept: [KeptBytes; SLOTS],
 }
 
 /// One class's span.
@@ -81,9 +71,6 @@ pub(crate) struct Class {
     free: Mutex<usize>,
     /// Chunks on the free list.
     free_len: AtomicUsize,
-    /// Bytes from the span's start whose pages were populated ahead of the
-    /// cuts (see [`crate::ahead`]).
-    pub(crate) populated: AtomicUsize,
 }
 
 impl Class {
@@ -101,8 +88,7 @@ impl Class {
 pub struct RegionStats {
     /// Bytes of all chunks ever cut (what the region can hold in memory).
     pub cut_bytes: usize,
-    /// Bytes of the chunks on the free lists, shared or a thread's own
-    /// (see [`crate::own`]), ready for reuse.
+    /// Bytes of the chunks on the free lists, ready for reuse.
     pub free_bytes: usize,
 }
 
@@ -119,10 +105,8 @@ impl Region {
                     cut: AtomicUsize::new(0),
                     free: Mutex::new(0),
                     free_len: AtomicUsize::new(0),
-                    populated: AtomicUsize::new(0),
                 }
             }; CLASSES],
-            kept: [const { KeptBytes::new() }; SLOTS],
         }
     }
 
@@ -164,11 +148,7 @@ impl Region {
     /// [`SMALLER`] ones below that still hold `at_least`, is taken before a
     /// new one is cut, so that memory freed by objects of a kind whose size
     /// estimate drifts (or sits on a class boundary) is reused rather than
-    /// stranded on its class's free list. In each class the thread's own
-    /// list (see [`crate::own`]) comes before the shared one. Taking a
-    /// chunk off a free list asks the CPU for the start of the next one
-    /// there ([`PREFETCH_NEXT`] bytes), the chunk the next take of that
-    /// class gets.
+    /// stranded on its class's free list.
     pub fn take(&self, class: usize, at_least: usize) -> Option<(usize, usize)> {
         let base = self.base()?;
         let (chunk, class) = (class..=class + LARGER)
@@ -177,7 +157,7 @@ impl Region {
                     .rev()
                     .filter(|&c| chunk_size(c) >= at_least),
             )
-            .find_map(|c| Some((own::take(self, c).or_else(|| self.pop(c))?, c)))
+            .find_map(|c| Some((self.pop(c)?, c)))
             .or_else(|| Some((self.cut(base, class)?, class)))?;
         // SAFETY: the chunk is ours (fresh, or off the free list: no part
         // of it is live) and starts 64-aligned in the reserved range.
@@ -228,7 +208,7 @@ impl Region {
                 touch(chunk, size);
                 spent += size;
                 // SAFETY: a new chunk: nothing of it was ever handed out.
-                unsafe { self.give_back_shared(chunk) };
+                unsafe { self.give_back(chunk) };
             }
         }
         false
@@ -245,28 +225,12 @@ impl Region {
         (self.classes.iter().enumerate()).map(|(class, span)| (class, span, chunk_size(class)))
     }
 
-    /// Puts a chunk whose count reached zero on this thread's own list of
-    /// its class, if the thread keeps chunks and the list has room (see
-    /// [`crate::own`]), or else on the class's shared free list.
+    /// Puts a chunk whose count reached zero on its class's free list.
     ///
     /// # Safety
     /// `chunk` came from [`Region::take`] (or was cut for
     /// [`Region::top_up`]) and nothing of it is live.
-    pub unsafe fn give_back(&'static self, chunk: usize) {
-        let class = (chunk - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
-        // SAFETY: the caller's contract; the class is the chunk's.
-        if class < CLASSES && unsafe { own::keep(self, class, chunk) } {
-            return;
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.give_back_shared(chunk) };
-    }
-
-    /// Puts a free chunk on its class's shared free list.
-    ///
-    /// # Safety
-    /// As [`Region::give_back`].
-    pub(crate) unsafe fn give_back_shared(&self, chunk: usize) {
+    pub unsafe fn give_back(&self, chunk: usize) {
         let class = (chunk - self.base.load(Ordering::Relaxed)) >> SPAN_SHIFT;
         let Some(span) = self.classes.get(class) else {
             return;
@@ -287,20 +251,14 @@ impl Region {
             stats.cut_bytes += span.chunks_cut(size) * size;
             stats.free_bytes += span.free_len.load(Ordering::Relaxed) * size;
         }
-        stats.free_bytes += self.kept.iter().map(KeptBytes::get).sum::<usize>();
         stats
-    }
-
-    /// The counter of bytes kept by the thread in `slot` (`< SLOTS`).
-    pub(crate) fn kept(&self, slot: usize) -> &KeptBytes {
-        &self.kept[slot % SLOTS]
     }
 
     /// The chunk after the free chunk `chunk` on its list (0: none).
     ///
     /// # Safety
     /// `chunk` is free (on a list) and its header was written.
-    pub(crate) unsafe fn next_of(chunk: usize) -> usize {
+    unsafe fn next_of(chunk: usize) -> usize {
         // SAFETY: the caller's contract.
         unsafe { (*(chunk as *const Header)).next }
     }
@@ -309,7 +267,7 @@ impl Region {
     ///
     /// # Safety
     /// `chunk` is free and nobody else's to link.
-    pub(crate) unsafe fn set_next(chunk: usize, next: usize) {
+    unsafe fn set_next(chunk: usize, next: usize) {
         // SAFETY: the caller's contract.
         unsafe { (*(chunk as *mut Header)).next = next };
     }
@@ -329,10 +287,6 @@ impl Region {
         let next = unsafe { Self::next_of(chunk) };
         *head = next;
         span.free_len.fetch_sub(1, Ordering::Relaxed);
-        drop(head);
-        if next != 0 {
-            prefetch_next(next, class);
-        }
         Some(chunk)
     }
 
@@ -360,18 +314,6 @@ impl Region {
             }
         }
     }
-}
-
-/// Asks the CPU for the start of `next`, a free chunk of `class` that the
-/// next take of the class gets.
-///
-/// The next object of this class is decoded into `next`: a chunk freed long
-/// ago, cold, whose every line would otherwise be a miss on the decode
-/// thread's first write. Asked for now, the lines arrive while the chunk
-/// just taken is decoded into.
-#[inline]
-pub(crate) fn prefetch_next(next: usize, class: usize) {
-    crate::prefetch::prefetch_range(next, chunk_size(class).min(PREFETCH_NEXT));
 }
 
 /// Writes one byte in each page of the chunk at `chunk` (`size` bytes),

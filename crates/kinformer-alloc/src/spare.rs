@@ -10,9 +10,8 @@
 //! that thread waits with it. This happens right after a sync, when every
 //! chunk holds a live object, and later whenever a size class's free list
 //! runs dry. A [`SpareKeeper`] thread tops the free lists up in the
-//! background instead, and populates the pages the next cuts will come
-//! from (see [`crate::ahead`]); [`SpareKeeper::wake`] has it do so at once
-//! (after a sync). The memory stays with the process: chunks are never
+//! background instead; [`SpareKeeper::wake`] has it do so at once (after a
+//! sync). The memory stays with the process: chunks are never
 //! returned.
 
 use std::io;
@@ -28,10 +27,6 @@ pub const SPARE_PER_MILLE: usize = 10;
 /// Bytes of chunks one call of [`top_up_spare_chunks`] cuts at most (one
 /// transparent huge page): a keeper checks for its stop between calls.
 pub const TOP_UP_STEP: usize = 2 << 20;
-
-/// Bytes a [`SpareKeeper`] keeps populated past each class's last cut
-/// chunk (see [`crate::ahead`]), rounded up to a 2 MiB boundary.
-pub const POPULATE_AHEAD: usize = 2 << 20;
 
 /// How often a [`SpareKeeper`] looks at the free lists when not woken.
 pub const KEEP_INTERVAL: Duration = Duration::from_millis(50);
@@ -50,21 +45,8 @@ pub fn top_up_spare_chunks() -> bool {
     REGION.top_up(SPARE_PER_MILLE, TOP_UP_STEP)
 }
 
-/// Populates up to [`TOP_UP_STEP`] bytes toward [`POPULATE_AHEAD`] bytes
-/// past each class's last cut chunk; returns whether more is wanted (call
-/// again). Does nothing unless [`crate::ObjectArenas`] has handed out
-/// chunks.
-///
-/// ```
-/// assert!(!kinformer_alloc::spare::populate_ahead());
-/// ```
-pub fn populate_ahead() -> bool {
-    REGION.populate_ahead(POPULATE_AHEAD, TOP_UP_STEP)
-}
-
-/// A thread that keeps the spare chunks topped up, and the pages past the
-/// last cut chunks populated: every [`KEEP_INTERVAL`], and at once when
-/// woken. Dropping it stops and joins
+/// A thread that keeps the spare chunks topped up: every
+/// [`KEEP_INTERVAL`], and at once when woken. Dropping it stops and joins
 /// the thread. Without [`crate::ObjectArenas`] as the global allocator each
 /// look finds nothing to do.
 ///
@@ -139,7 +121,7 @@ impl SpareKeeper {
 
 fn keep(signal: &Signal) {
     loop {
-        while top_up_spare_chunks() || populate_ahead() {
+        while top_up_spare_chunks() {
             if signal.stopped() {
                 return;
             }

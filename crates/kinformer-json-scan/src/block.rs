@@ -20,10 +20,6 @@ use crate::classify::{BLOCK, Kernel, Masks, Portable};
 /// container not ending, a byte outside strings that JSON does not allow
 /// there.
 pub(crate) fn skip_container(json: &[u8], at: usize, depth: usize) -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(avx2) = crate::avx2::Avx2::detect() {
-        return avx2.skip_container(json, at, depth);
-    }
     skip_container_with(Portable, json, at, depth)
 }
 
@@ -221,10 +217,6 @@ mod tests {
             let mut scan = Scanner { json: &json, at: prefix };
             let bytewise = scan.skip_container_bytewise(depth).map(|()| scan.at);
             prop_assert_eq!(skip_container_with(Portable, &json, prefix, depth), bytewise);
-            #[cfg(target_arch = "x86_64")]
-            if let Some(avx2) = crate::avx2::Avx2::detect() {
-                prop_assert_eq!(avx2.skip_container(&json, prefix, depth), bytewise);
-            }
         }
     }
 

@@ -45,10 +45,6 @@ impl NestingCheck {
 
     /// Counts the brackets of `json`, the next piece of the text.
     pub fn feed(&mut self, json: &[u8]) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(avx2) = crate::avx2::Avx2::detect() {
-            return avx2.feed(self, json);
-        }
         self.feed_with(Portable, json);
     }
 

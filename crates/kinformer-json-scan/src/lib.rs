@@ -16,14 +16,11 @@
 //!
 //! Modules: `scanner` walks members, keys and short values a byte at a
 //! time; `block` skips arrays and objects 64 bytes at a time over the bit
-//! masks `classify` makes of each block (with the `avx2` kernel where the
-//! CPU has it); `depth` checks, over the same masks, that a document does
+//! masks `classify` makes of each block; `depth` checks, over the same masks, that a document does
 //! not nest too deep ([`NestingCheck`]).
 
 use std::ops::Range;
 
-#[cfg(target_arch = "x86_64")]
-mod avx2;
 mod block;
 mod classify;
 mod depth;

@@ -138,11 +138,6 @@ impl DecodePool {
     /// A [`Reclaimer`] for informers fed by this pool: objects are dropped
     /// on the thread of their key's shard, the one that decoded them.
     /// Once the pool is gone, objects are dropped where they are handed in.
-    ///
-    /// A drop job asks for each object's memory one object ahead of its
-    /// drop (the struct, and with the object arenas the chunk its parts
-    /// are in, found from its name), so that dropping a cold object does
-    /// not wait for its nodes one cache miss at a time.
     pub fn reclaimer<K: Resource + Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
         Arc::new(ShardReclaimer {
             jobs: self.jobs.as_ref().map(Arc::downgrade),
@@ -205,52 +200,22 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         let whole = self.whole;
         for (shard, objects) in shards.into_iter().enumerate() {
             if !objects.is_empty() {
-                send(&jobs, shard, Box::new(move || drop_warmed(objects, whole)));
+                send(&jobs, shard, Box::new(move || drop_all(objects, whole)));
             }
         }
     }
 }
 
-/// Drops `objects` in order, asking for each one's memory ahead of its
-/// drop: its struct two objects ahead, then (its name's pointer read from
-/// that struct) its chunk one object ahead. With `whole`, releases those it
-/// can whole instead (the contract of
-/// [`DecodePool::whole_releasing_reclaimer`]): a release reads only the
-/// chunk's header, so only that line is asked for; the decode that reuses
-/// the chunk asks for the rest when it takes it.
-fn drop_warmed<K: Resource>(mut objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
-    // Dropped from the back: `pop` moves each out without shifting the rest.
-    objects.reverse();
-    let warm = |o: &K| match whole {
-        true => prefetch_header(o),
-        false => prefetch_object(o),
-    };
-    // The next object's chunk (or header) and the one after it's struct.
-    let ask_ahead = |objects: &[(ObjectKey, Arc<K>)]| {
-        if let Some((_, o)) = objects.iter().rev().nth(1) {
-            kinformer_alloc::prefetch_value(&**o);
-        }
-        if let Some((_, o)) = objects.last() {
-            warm(o);
-        }
-    };
-    ask_ahead(&objects);
-    while let Some((_, object)) = objects.pop() {
-        ask_ahead(&objects);
+/// Drops `objects`; with `whole`, releases those it can whole instead (the
+/// contract of [`DecodePool::whole_releasing_reclaimer`]).
+fn drop_all<K: Resource>(objects: Vec<(ObjectKey, Arc<K>)>, whole: bool) {
+    for (_, object) in objects {
         if !whole {
             drop(object);
         } else if let Some(last) = Arc::into_inner(object) {
             // SAFETY: the reclaimer's contract (`whole_releasing_reclaimer`).
             unsafe { release_or_drop(last) };
         }
-    }
-}
-
-/// Asks the CPU for the header of the chunk `object` was decoded in (what
-/// releasing it whole reads), found from its name's buffer.
-fn prefetch_header<K: Resource>(object: &K) {
-    if let Some(name) = object.meta().name.as_deref() {
-        kinformer_alloc::prefetch_chunk_header(name.as_ptr());
     }
 }
 
@@ -272,23 +237,7 @@ pub unsafe fn release_or_drop<K: Resource>(object: K) {
     drop(object);
 }
 
-/// Asks the CPU for `object`'s struct and, if it was decoded in an object
-/// arena, its chunk (found from the buffer of its name): what dropping it
-/// soon will read. The reclaimer's drop jobs do this one object ahead.
-pub fn prefetch_object<K: Resource>(object: &K) {
-    kinformer_alloc::prefetch_value(object);
-    if let Some(name) = object.meta().name.as_deref() {
-        kinformer_alloc::prefetch_chunk(name.as_ptr());
-    }
-}
-
 fn work(rx: &Receiver<Job>) {
-    // The objects this thread frees are replaced by the ones it decodes
-    // next: their `Arc` blocks are reused while still in the cache.
-    let _kept = kinformer_alloc::hot::keep_freed_blocks();
-    // Likewise the chunks of the objects it frees: the objects it decodes
-    // next are its own keys' newer versions.
-    let _own = kinformer_alloc::own::keep_own_chunks();
     while let Ok(job) = rx.recv() {
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
             let msg = panic_message(p.as_ref());

@@ -520,15 +520,7 @@ async fn watch_collection(
     };
     let rx = watch::spawn(shared, req);
     // Each message is a run of chunks; each chunk is a frame of its own.
-    // A message's chunks are asked for as it is taken: their bytes (events
-    // encoded at commit, cold after a long hold) arrive together rather
-    // than one chunk at a time as the socket write copies them.
-    let messages = futures::StreamExt::inspect(ReceiverStream::new(rx), |chunks: &Vec<Bytes>| {
-        for chunk in chunks {
-            kinformer_alloc::prefetch_value(&chunk[..]);
-        }
-    });
-    let stream = futures::StreamExt::flat_map(messages, futures::stream::iter)
+    let stream = futures::StreamExt::flat_map(ReceiverStream::new(rx), futures::stream::iter)
         .map(Ok::<Bytes, std::io::Error>);
     let mut resp = Response::new(Body::from_stream(stream));
     resp.headers_mut().insert(

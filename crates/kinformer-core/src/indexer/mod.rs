@@ -5,8 +5,7 @@
 //! one mutex, apply a batch to a master copy built from persistent hash
 //! tries (an update copies one root-to-leaf path, never the whole map, and
 //! copies share entries and children without reference counts: see the
-//! private modules `trie` and `reclaim`; node buffers are reused per
-//! thread through `slot_cache`), and publish it with a single atomic
+//! private modules `trie` and `reclaim`), and publish it with a single atomic
 //! pointer swap. Indexes map each value to a set of dense object ids (the
 //! private module `idset`); each object's entry carries a digest of its
 //! index inputs, so an update that keeps them need not read the replaced
@@ -16,7 +15,6 @@ mod digest;
 mod idset;
 mod namespaced;
 mod reclaim;
-mod slot_cache;
 mod snapshot;
 mod trie;
 mod write;

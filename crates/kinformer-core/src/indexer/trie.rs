@@ -20,8 +20,6 @@ use std::borrow::Borrow;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
-use super::slot_cache;
-
 /// Bits of the hash consumed per level: 64 children per node, so a million
 /// entries sit about four nodes deep.
 const BITS: u32 = 6;
@@ -194,8 +192,7 @@ impl<K, V> Node<K, V> {
     }
 }
 
-/// A node's slots in a buffer of exactly their number (from this thread's
-/// [`slot_cache`] when it has one of that size), written by whoever
+/// A node's slots in a buffer of exactly their number, written by whoever
 /// allocated it before it becomes a node's.
 struct Buffer<K, V>(NonNull<Slot<K, V>>, u32);
 
@@ -205,7 +202,14 @@ impl<K, V> Buffer<K, V> {
         let len32 = u32::try_from(len)
             .expect("a node holds at most 64 slots, or one per full-hash collision");
         let ptr = match layout::<K, V>(len) {
-            Some(layout) => slot_cache::allocate(layout).cast(),
+            Some(layout) => {
+                // SAFETY: the layout's size is not zero (`layout` returns
+                // `None` for an empty buffer).
+                let ptr = unsafe { std::alloc::alloc(layout) };
+                NonNull::new(ptr)
+                    .unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
+                    .cast()
+            }
             None => NonNull::dangling(),
         };
         Self(ptr, len32)
@@ -243,8 +247,8 @@ fn leak<K, V>(mut slots: Vec<Slot<K, V>>) -> (NonNull<Slot<K, V>>, u32) {
 unsafe fn free_slots<K, V>((ptr, len): (NonNull<Slot<K, V>>, u32)) {
     if let Some(layout) = layout::<K, V>(len as usize) {
         // SAFETY: the caller's contract; the buffer was allocated with this
-        // layout by `Buffer::allocate`.
-        unsafe { slot_cache::release(ptr.cast(), layout) };
+        // layout by `Buffer::allocate`, from the global allocator.
+        unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), layout) };
     }
 }
 

@@ -2,7 +2,7 @@
 //! encodings: the JSON line (what the informer reads today) and the
 //! protobuf frame (what client-go's metadata informers ask for). Both are
 //! the bytes kube-apiserver v1.37.2 wrote for the same Pod
-//! (`crates/kinformer-reflector/tests/fixtures/protobuf/`), decoded into the
+//! (`crates/kinformer-wire/tests/fixtures/protobuf/`), decoded into the
 //! same `PartialObjectMeta<Pod>` (a unit test checks they are equal), with
 //! and without `metadata.managedFields`; then what handing the decoded
 //! object to the queue costs (`DeltaFifo::prepare`).
@@ -24,10 +24,10 @@ use kube_core::PartialObjectMeta;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const JSON_LINE: &[u8] = include_bytes!(
-    "../../crates/kinformer-reflector/tests/fixtures/protobuf/pod-metadata-watch.json"
+    "../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watch.json"
 );
 const WATCH_PB: &[u8] = include_bytes!(
-    "../../crates/kinformer-reflector/tests/fixtures/protobuf/pod-metadata-watchlist.pb"
+    "../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watchlist.pb"
 );
 
 fn first_frame() -> Bytes {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Load-test runs of several arms taken in turn, N rounds, all with the same
+# Load-test runs of several arms taken in turn, N rounds (odd rounds in the
+# order given, even ones reversed), all with the same
 # loadtest arguments: one line per run (arm, round, updates/s through the
 # handler, initial sync s, peak RSS MiB, informer CPU s, whether the cache
 # matched the server), then each arm's medians. An arm is
@@ -15,7 +16,13 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do arms+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 out=$(mktemp); log=$(mktemp)
 for r in $(seq 1 "$n"); do
-  for arm in "${arms[@]}"; do
+  # Even rounds take the arms in reverse: on this kind of VM the run that
+  # opens a round was faster often enough to bias a fixed order.
+  order=("${arms[@]}")
+  if [ $((r % 2)) -eq 0 ]; then
+    order=(); for ((i=${#arms[@]}-1; i>=0; i--)); do order+=("${arms[i]}"); done
+  fi
+  for arm in "${order[@]}"; do
     label=${arm%%=*}; cmd=${arm#*=}
     # shellcheck disable=SC2086 # the command is word-split on purpose
     $cmd loadtest "$@" > "$out" 2>&1

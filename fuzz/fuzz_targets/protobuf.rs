@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::protobuf::{
+use kinformer_wire::protobuf::{
     decode_list, decode_list_item, decode_watch_frame, next_frame,
 };
 use libfuzzer_sys::fuzz_target;

@@ -4,7 +4,7 @@
 #![no_main]
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::object_decode::Decoders;
+use kinformer_wire::object_decode::Decoders;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use libfuzzer_sys::fuzz_target;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kube_core::Resource;
 
-use crate::error::IndexFnError;
+use crate::error::InformerError;
 
 /// Name of the built-in namespace index (values: the object's namespace).
 pub const NAMESPACE_INDEX: &str = "namespace";
@@ -18,7 +18,7 @@ pub const LABEL_INDEX: &str = "labels";
 /// Name of the built-in owner index (values: the UID of every owner reference).
 pub const OWNER_UID_INDEX: &str = "owner-uid";
 
-type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + Sync;
+type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, InformerError> + Send + Sync;
 
 /// A function computing the index values of an object. An object may have
 /// zero, one or many values; duplicates are ignored.
@@ -69,7 +69,7 @@ impl<K> IndexFn<K> {
     /// An index function that may fail for some objects. A failing object is
     /// cached but left out of this index; the failure is logged and counted.
     pub fn fallible(
-        f: impl Fn(&K) -> Result<Vec<String>, IndexFnError> + Send + Sync + 'static,
+        f: impl Fn(&K) -> Result<Vec<String>, InformerError> + Send + Sync + 'static,
     ) -> Self {
         Self {
             values: Arc::new(f),
@@ -148,7 +148,7 @@ impl<K> IndexFn<K> {
 
     /// Computes the sorted, deduplicated values of `obj`. A panic inside the
     /// function is caught and reported as an error.
-    pub fn values(&self, obj: &K) -> Result<Vec<String>, IndexFnError> {
+    pub fn values(&self, obj: &K) -> Result<Vec<String>, InformerError> {
         match catch_unwind(AssertUnwindSafe(|| (self.values)(obj))) {
             Ok(Ok(mut values)) => {
                 if values.len() > 1 {
@@ -158,7 +158,10 @@ impl<K> IndexFn<K> {
                 Ok(values)
             }
             Ok(Err(e)) => Err(e),
-            Err(panic) => Err(IndexFnError(format!("panicked: {}", panic_message(&panic)))),
+            Err(panic) => Err(InformerError::IndexFn(format!(
+                "panicked: {}",
+                panic_message(&panic)
+            ))),
         }
     }
 }

@@ -235,7 +235,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
 
     /// Adds indexes, computed at once for every cached object.
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
-        Ok(self.inner.pipeline.indexer.add_indexers(indexers)?)
+        self.inner.pipeline.indexer.add_indexers(indexers)
     }
 
     /// Whether the first full list has been applied to the cache.

@@ -7,7 +7,7 @@ use std::fmt;
 use arcstr::ArcStr;
 use kube_core::Resource;
 
-use crate::error::KeyError;
+use crate::error::InformerError;
 
 thread_local! {
     static KEY_BUF: RefCell<String> = const { RefCell::new(String::new()) };
@@ -67,13 +67,13 @@ impl ObjectKey {
 
     /// The key of a Kubernetes object.
     ///
-    /// Fails with [`KeyError::MissingName`] when `metadata.name` is absent or
+    /// Fails with [`InformerError::MissingName`] when `metadata.name` is absent or
     /// empty (objects with only `generateName` have not been created yet).
-    pub fn of<K: Resource>(obj: &K) -> Result<Self, KeyError> {
+    pub fn of<K: Resource>(obj: &K) -> Result<Self, InformerError> {
         let meta = obj.meta();
         match meta.name.as_deref() {
             Some(name) if !name.is_empty() => Ok(Self::new(meta.namespace.as_deref(), name)),
-            _ => Err(KeyError::MissingName {
+            _ => Err(InformerError::MissingName {
                 namespace: meta.namespace.clone(),
             }),
         }
@@ -154,7 +154,7 @@ mod tests {
         let pod = Pod::default();
         assert!(matches!(
             ObjectKey::of(&pod),
-            Err(KeyError::MissingName { .. })
+            Err(InformerError::MissingName { .. })
         ));
     }
 

@@ -39,7 +39,7 @@ pub mod registration;
 pub mod synced;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
-pub use error::{FifoError, IndexFnError, IndexerError, InformerError, KeyError};
+pub use error::InformerError;
 pub use fifo::{DeltaFifo, FifoStats, Observed, Popped, Prepared, ReplaceSession, Transform};
 pub use handler::{EventHandlerFns, Notification, ResourceEventHandler};
 pub use index::{

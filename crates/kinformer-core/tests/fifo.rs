@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::fifo::RUN_LEN;
-use kinformer_core::{DeltaFifo, DeltaType::*, FifoError, Indexer, Observed};
+use kinformer_core::{DeltaFifo, DeltaType::*, Indexer, InformerError, Observed};
 
 #[test]
 fn basic_add_update_delete() {
@@ -281,7 +281,7 @@ fn pop_unblocks_on_close() {
     std::thread::sleep(Duration::from_millis(50));
     f.close();
     assert!(t.join().unwrap(), "pop returned None after close");
-    assert_eq!(f.add(cm("a", 1)), Err(FifoError::Closed));
+    assert_eq!(f.add(cm("a", 1)), Err(InformerError::Closed));
 }
 
 #[test]
@@ -289,7 +289,10 @@ fn object_without_name_is_refused_and_counted() {
     let (f, _) = fifo();
     let mut nameless = cm("x", 1);
     nameless.metadata.name = None;
-    assert!(matches!(f.add(nameless.clone()), Err(FifoError::Key(_))));
+    assert!(matches!(
+        f.add(nameless.clone()),
+        Err(InformerError::MissingName { .. })
+    ));
     f.replace(vec![nameless, cm("ok", 2)], "3").unwrap();
     assert_eq!(f.stats().key_errors, 2);
     assert_eq!(pop_now(&f).unwrap().0, "ns/ok");

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{
-    IndexFn, IndexFnError, Indexer, IndexerError, LABEL_INDEX, NAMESPACE_INDEX, builtin_indexers,
+    IndexFn, Indexer, InformerError, LABEL_INDEX, NAMESPACE_INDEX, builtin_indexers,
 };
 use kube_core::{Expression, Selector};
 
@@ -38,7 +38,7 @@ fn get_list_and_namespace_index() {
     assert!(indexer.namespaced("other").list().is_empty());
     assert_eq!(
         indexer.by_index("nope", "x"),
-        Err(IndexerError::NoSuchIndex("nope".into()))
+        Err(InformerError::NoSuchIndex("nope".into()))
     );
 }
 
@@ -133,7 +133,7 @@ fn add_indexers_after_objects_exist() {
     );
     assert_eq!(
         indexer.add_indexers(vec![(LABEL_INDEX.into(), IndexFn::labels())]),
-        Err(IndexerError::IndexExists(LABEL_INDEX.into()))
+        Err(InformerError::IndexExists(LABEL_INDEX.into()))
     );
 }
 
@@ -230,7 +230,7 @@ fn failing_and_panicking_index_functions_are_counted_not_fatal() {
         (
             "fails".into(),
             IndexFn::fallible(|o: &ConfigMap| match o.metadata.name.as_deref() {
-                Some("bad") => Err(IndexFnError("no value".into())),
+                Some("bad") => Err(InformerError::IndexFn("no value".into())),
                 _ => Ok(vec!["v".into()]),
             }),
         ),
@@ -269,7 +269,7 @@ fn an_object_whose_index_function_fails_on_removal_does_not_lend_its_id_to_the_n
         "name".into(),
         IndexFn::fallible(|o: &ConfigMap| {
             if FAIL.load(Ordering::SeqCst) {
-                return Err(IndexFnError("flaky".into()));
+                return Err(InformerError::IndexFn("flaky".into()));
             }
             Ok(vec![o.metadata.name.clone().unwrap_or_default()])
         }),

@@ -90,11 +90,13 @@ fn factory(client: &Client, ns: &str, errors: &Errors) -> SharedInformerFactory 
     SharedInformerFactory::builder(client.clone())
         .namespace(ns)
         .runtime(tokio::runtime::Handle::current())
-        .reflector_config(ReflectorConfig::default().backoff(BackoffConfig {
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-            ..BackoffConfig::default()
-        }))
+        .reflector_config(
+            ReflectorConfig::default().backoff(
+                BackoffConfig::default()
+                    .initial(Duration::from_millis(100))
+                    .max(Duration::from_secs(1)),
+            ),
+        )
         .on_watch_error(move |e| {
             errors.lock().unwrap().push((e.to_string(), e.is_expired()));
         })

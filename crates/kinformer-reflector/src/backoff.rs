@@ -9,12 +9,16 @@ use rand::Rng;
 /// Parameters of a [`Backoff`].
 ///
 /// ```
+/// use std::time::Duration;
 /// use kinformer_reflector::BackoffConfig;
 /// let c = BackoffConfig::default();
 /// assert_eq!(c.initial.as_millis(), 800);
 /// assert_eq!(c.max.as_secs(), 30);
+/// let quick = BackoffConfig::default().initial(Duration::from_millis(20)).jitter(0.0);
+/// assert_eq!(quick.initial.as_millis(), 20);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BackoffConfig {
     /// First delay (default 800 ms).
     pub initial: Duration,
@@ -41,12 +45,44 @@ impl Default for BackoffConfig {
     }
 }
 
+impl BackoffConfig {
+    /// Sets [`BackoffConfig::initial`].
+    pub fn initial(mut self, delay: Duration) -> Self {
+        self.initial = delay;
+        self
+    }
+
+    /// Sets [`BackoffConfig::max`].
+    pub fn max(mut self, delay: Duration) -> Self {
+        self.max = delay;
+        self
+    }
+
+    /// Sets [`BackoffConfig::factor`].
+    pub fn factor(mut self, factor: f64) -> Self {
+        self.factor = factor;
+        self
+    }
+
+    /// Sets [`BackoffConfig::jitter`].
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Sets [`BackoffConfig::reset_after`].
+    pub fn reset_after(mut self, after: Duration) -> Self {
+        self.reset_after = after;
+        self
+    }
+}
+
 /// The state of an exponential backoff.
 ///
 /// ```
 /// use std::time::Duration;
 /// use kinformer_reflector::{Backoff, BackoffConfig};
-/// let mut b = Backoff::new(BackoffConfig { jitter: 0.0, ..BackoffConfig::default() });
+/// let mut b = Backoff::new(BackoffConfig::default().jitter(0.0));
 /// assert_eq!(b.next_delay(), Duration::from_millis(800));
 /// assert_eq!(b.next_delay(), Duration::from_millis(1600));
 /// ```

@@ -14,6 +14,7 @@ use crate::backoff::BackoffConfig;
 /// assert!(!c.watch_list);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ReflectorConfig {
     /// Objects per LIST page (default 500; 0 = unpaged).
     pub page_size: u32,

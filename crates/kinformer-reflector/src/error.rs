@@ -4,11 +4,13 @@
 
 use std::time::Duration;
 
-use kinformer_core::FifoError;
+use kinformer_core::InformerError;
+use kinformer_wire::{ApiStatus, WireError};
 use thiserror::Error;
 
 /// Something went wrong while listing or watching.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ReflectorError {
     /// The request could not be sent or no response arrived (includes
     /// connection refused; see [`ReflectorError::is_connection_refused`]).
@@ -83,7 +85,34 @@ pub enum ReflectorError {
     Unsupported(String),
     /// The queue refused an object.
     #[error(transparent)]
-    Fifo(#[from] FifoError),
+    Fifo(#[from] InformerError),
+}
+
+impl From<ApiStatus> for ReflectorError {
+    fn from(st: ApiStatus) -> Self {
+        Self::Api {
+            code: st.code,
+            reason: st.reason,
+            message: st.message,
+            retry_after: st.retry_after,
+        }
+    }
+}
+
+/// Each decode error as the reflector's error of the same name (and the
+/// same metrics label).
+impl From<WireError> for ReflectorError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::MalformedEvent(m) => Self::MalformedEvent(m),
+            WireError::UnknownEventType(t) => Self::UnknownEventType(t),
+            WireError::MissingObject(t) => Self::MissingObject(t),
+            WireError::DecodeObject(m) => Self::DecodeObject(m),
+            WireError::MissingName { namespace } => Self::MissingName { namespace },
+            WireError::MalformedList(m) => Self::MalformedList(m),
+            other => Self::DecodeObject(other.to_string()),
+        }
+    }
 }
 
 impl ReflectorError {

@@ -152,7 +152,7 @@ where
     /// A panic while one input is decoded (a poison object) becomes that
     /// input's [`ReflectorError::DecodePanicked`]: the rest of the batch,
     /// the decode thread and the reflector go on. (A panicking transform is
-    /// caught by the queue's `prepare` first: `FifoError::TransformPanicked`.)
+    /// caught by the queue's `prepare` first: `InformerError::TransformPanicked`.)
     fn run<T: Send + 'static>(
         &self,
         inputs: Vec<Bytes>,
@@ -209,7 +209,10 @@ where
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         self.run(items, shard_of_json, move |fifo, b| {
-            decode.object(b, skip).and_then(|o| Ok(fifo.prepare(o)?))
+            decode
+                .object(b, skip)
+                .map_err(ReflectorError::from)
+                .and_then(|o| Ok(fifo.prepare(o)?))
         })
     }
 
@@ -224,6 +227,7 @@ where
         self.run(items, shard_of_protobuf_item, move |fifo, b| {
             decode
                 .list_item(b.clone(), types.clone(), skip)
+                .map_err(ReflectorError::from)
                 .and_then(|o| Ok(fifo.prepare(o)?))
         })
     }

@@ -3,13 +3,7 @@
 //! takes raw bytes and must return (an error is fine) without panicking,
 //! hanging or growing without bound.
 
-use bytes::{Bytes, BytesMut};
-
-/// A JSON LIST page split into its items (checking its `resourceVersion`
-/// and `continue`): each item's bytes, or the error.
-pub fn split_list_page(body: &[u8]) -> Result<Vec<Bytes>, crate::ReflectorError> {
-    crate::list::split_page(&Bytes::copy_from_slice(body)).map(|p| p.items)
-}
+use bytes::BytesMut;
 
 /// Watch body bytes cut into lines (or protobuf frames when `framed`) as
 /// they arrive in the chunks `body` is cut into at `cuts`: how many

@@ -223,7 +223,7 @@ impl Splitter {
         }
         let rest = std::mem::take(&mut self.chunk);
         self.partial.extend_from_slice(&rest);
-        crate::protobuf::next_frame(&mut self.partial)
+        crate::protobuf::next_frame(&mut self.partial).map_err(ReflectorError::from)
     }
 
     /// The next non-empty line of what was pushed.

@@ -8,9 +8,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use kinformer_core::Prepared;
 use kube_core::{Resource, TypeMeta};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ReflectorError;
@@ -23,26 +21,10 @@ use crate::transport::{read_body, send};
 /// over the decode threads by key).
 const LIST_CHUNK: usize = 512;
 
-#[derive(Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawListMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
-    continue_: Option<String>,
-}
-
 /// One LIST page: its items as raw JSON or protobuf (slices of the
 /// response body).
-pub(crate) struct Page {
-    pub(crate) items: Vec<Bytes>,
+struct Page {
+    items: Vec<Bytes>,
     format: ItemFormat,
     resource_version: String,
     continue_: Option<String>,
@@ -264,13 +246,13 @@ where
             bump(&self.counters().protobuf_list_pages);
             return Ok(protobuf_page(body));
         }
-        Ok(split_page(&body))
+        Ok(json_page(&body))
     }
 }
 
 /// Opens a protobuf LIST page (its items slices of `body`, no copy).
 fn protobuf_page(body: Bytes) -> Result<Page, ReflectorError> {
-    let page = crate::protobuf::decode_list(body)?;
+    let page = kinformer_wire::protobuf::decode_list(body)?;
     if page.resource_version.is_empty() {
         return Err(ReflectorError::MalformedList(
             "list without metadata.resourceVersion".into(),
@@ -284,59 +266,13 @@ fn protobuf_page(body: Bytes) -> Result<Page, ReflectorError> {
     })
 }
 
-/// Parses a LIST response into raw items (slices of `body`, no copy).
-pub(crate) fn split_page(body: &Bytes) -> Result<Page, ReflectorError> {
-    let list: RawList<'_> =
-        serde_json::from_slice(body).map_err(|e| ReflectorError::MalformedList(e.to_string()))?;
-    let base = body.as_ptr() as usize;
-    let items = list
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(|raw| {
-            let s = raw.get();
-            let start = s.as_ptr() as usize - base;
-            body.slice(start..start + s.len())
-        })
-        .collect();
-    let Some(resource_version) = list.metadata.resource_version.filter(|r| !r.is_empty()) else {
-        return Err(ReflectorError::MalformedList(
-            "list without metadata.resourceVersion".into(),
-        ));
-    };
+/// Splits a JSON LIST page into its items (slices of `body`, no copy).
+fn json_page(body: &Bytes) -> Result<Page, ReflectorError> {
+    let page = kinformer_wire::list::split_page(body)?;
     Ok(Page {
-        items,
+        items: page.items,
         format: ItemFormat::Json,
-        resource_version,
-        continue_: list.metadata.continue_.filter(|c| !c.is_empty()),
+        resource_version: page.resource_version,
+        continue_: page.continue_token,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_page_slices_items_out_of_the_body() {
-        let body = Bytes::from_static(
-            br#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{"metadata":{"name":"a"}}, {"metadata":{"name":"b"}}]}"#,
-        );
-        let page = split_page(&body).unwrap();
-        assert_eq!(page.resource_version, "7");
-        assert_eq!(page.continue_.as_deref(), Some("c"));
-        assert_eq!(page.items.len(), 2);
-        assert_eq!(&page.items[1][..], br#"{"metadata":{"name":"b"}}"#);
-    }
-
-    #[test]
-    fn split_page_refuses_bad_lists() {
-        assert!(matches!(
-            split_page(&Bytes::from_static(b"[1,2]")),
-            Err(ReflectorError::MalformedList(_))
-        ));
-        assert!(matches!(
-            split_page(&Bytes::from_static(br#"{"items":[]}"#)),
-            Err(ReflectorError::MalformedList(_))
-        ));
-    }
 }

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinformer_core::{DeltaFifo, FifoError, Observed, Prepared, ReplaceSession};
+use kinformer_core::{DeltaFifo, InformerError, Observed, Prepared, ReplaceSession};
 use kube::Client;
 use kube_core::Resource;
 use rand::Rng;
@@ -428,10 +428,10 @@ where
     }
 
     /// Feeds one object to the queue; `Err(Stop)` when the queue is closed.
-    pub(crate) fn apply(&self, res: Result<(), FifoError>) -> Result<(), Stop> {
+    pub(crate) fn apply(&self, res: Result<(), InformerError>) -> Result<(), Stop> {
         match res {
             Ok(()) => Ok(()),
-            Err(FifoError::Closed) => Err(Stop),
+            Err(InformerError::Closed) => Err(Stop),
             Err(e) => {
                 bump(&self.counters().decode_errors);
                 self.report(&ReflectorError::Fifo(e));
@@ -527,7 +527,8 @@ where
                         bump(&self.counters().bookmarks);
                         self.counters().health.bookmark_seen();
                     }
-                    WatchEvent::Error(e) => {
+                    WatchEvent::Error(status) => {
+                        let e = ReflectorError::from(status);
                         self.push_run(st, &mut run, &mut rv)?;
                         self.report(&e);
                         if e.is_too_many_requests() {
@@ -631,7 +632,8 @@ where
                         ));
                         return Ok(None);
                     }
-                    Ok(WatchEvent::Error(e)) => {
+                    Ok(WatchEvent::Error(status)) => {
+                        let e = ReflectorError::from(status);
                         if e.is_expired() {
                             st.rv_unavailable = true;
                         }

@@ -207,7 +207,9 @@ mod tests {
 
     #[test]
     fn a_protobuf_frame_and_its_key_have_the_same_shard() {
-        let body: &[u8] = include_bytes!("../tests/fixtures/protobuf/pod-metadata-watchlist.pb");
+        let body: &[u8] = include_bytes!(
+            "../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-watchlist.pb"
+        );
         let len = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
         let frame = &body[4..4 + len];
         assert_eq!(frame_key(frame), Some((&b"pb"[..], &b"pod-0"[..])));
@@ -226,7 +228,8 @@ mod tests {
 
     #[test]
     fn a_protobuf_list_item_and_its_key_have_the_same_shard() {
-        let body: &[u8] = include_bytes!("../tests/fixtures/protobuf/pod-metadata-list.pb");
+        let body: &[u8] =
+            include_bytes!("../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-list.pb");
         let page = crate::protobuf::decode_list(bytes::Bytes::from_static(body)).unwrap();
         let item = &page.items[0];
         assert_eq!(item_key(item), Some((&b"pb"[..], &b"pod-0"[..])));

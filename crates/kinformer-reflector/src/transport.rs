@@ -5,53 +5,12 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt;
+use kinformer_wire::status::StatusBody;
+use kinformer_wire::{ApiStatus, protobuf};
 use kube::Client;
 use kube::client::Body;
-use serde::Deserialize;
 
 use crate::error::ReflectorError;
-
-/// The parts of a `metav1.Status` the reflector looks at.
-#[derive(Debug, Default, Deserialize)]
-pub struct StatusBody {
-    /// HTTP code.
-    #[serde(default)]
-    pub code: u16,
-    /// Machine-readable reason.
-    #[serde(default)]
-    pub reason: String,
-    /// Human-readable message.
-    #[serde(default)]
-    pub message: String,
-    /// Details (`retryAfterSeconds`).
-    #[serde(default)]
-    pub details: Option<StatusDetails>,
-}
-
-/// `Status.details`.
-#[derive(Debug, Default, Deserialize)]
-pub struct StatusDetails {
-    /// Seconds to wait before retrying.
-    #[serde(default, rename = "retryAfterSeconds")]
-    pub retry_after_seconds: Option<u64>,
-}
-
-impl StatusBody {
-    /// As an API error, with `code` when the body has none.
-    pub fn into_error(self, code: u16, retry_after: Option<Duration>) -> ReflectorError {
-        let retry_after = retry_after.or_else(|| {
-            self.details
-                .and_then(|d| d.retry_after_seconds)
-                .map(Duration::from_secs)
-        });
-        ReflectorError::Api {
-            code: if self.code == 0 { code } else { self.code },
-            reason: self.reason,
-            message: self.message,
-            retry_after,
-        }
-    }
-}
 
 /// Sends `req`; a non-2xx answer becomes [`ReflectorError::Api`].
 pub async fn send(
@@ -84,28 +43,27 @@ where
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    if body.starts_with(crate::protobuf::MAGIC) {
+    if body.starts_with(protobuf::MAGIC) {
         // A protobuf `Status` (the answer to a request that accepted protobuf).
-        return Err(match crate::protobuf::watch::status_error(body) {
-            Ok(ReflectorError::Api {
-                code,
-                reason,
-                message,
-                retry_after: from_details,
-            }) => ReflectorError::Api {
-                code: if code == 0 { status.as_u16() } else { code },
-                reason,
-                message,
-                retry_after: retry_after.or(from_details),
-            },
-            Ok(other) | Err(other) => other,
+        return Err(match protobuf::watch::status_error(body) {
+            Ok(st) => ApiStatus {
+                code: if st.code == 0 {
+                    status.as_u16()
+                } else {
+                    st.code
+                },
+                retry_after: retry_after.or(st.retry_after),
+                ..st
+            }
+            .into(),
+            Err(e) => e.into(),
         });
     }
     let st: StatusBody = serde_json::from_slice(&body).unwrap_or_else(|_| StatusBody {
         message: String::from_utf8_lossy(&body).trim().to_string(),
         ..StatusBody::default()
     });
-    Err(st.into_error(status.as_u16(), retry_after))
+    Err(st.into_status(status.as_u16(), retry_after).into())
 }
 
 /// Reads a whole (non-streaming) response body; a body that sends nothing

@@ -1,6 +1,6 @@
 //! A metadata-only reflector asked for protobuf: it reads the protobuf
 //! WatchList stream and LIST page kube-apiserver v1.37.2 wrote
-//! (`tests/fixtures/protobuf/`), pages of protobuf LISTs and watches from
+//! (`kinformer-wire`'s `tests/fixtures/protobuf/`), pages of protobuf LISTs and watches from
 //! kinformer-sim, and still reads a server that answers in JSON.
 
 #![allow(missing_docs, clippy::unwrap_used)]
@@ -23,8 +23,10 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-const WATCH_PB: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-watchlist.pb");
-const WATCH_JSON: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-watch.json");
+const WATCH_PB: &[u8] =
+    include_bytes!("../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-watchlist.pb");
+const WATCH_JSON: &[u8] =
+    include_bytes!("../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-watch.json");
 
 /// What the fake answers a watch with, and the `Accept` headers it saw.
 struct Fake {
@@ -281,7 +283,8 @@ async fn sync_and_churn_against_the_sim(
     m
 }
 
-const LIST_PB: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-list.pb");
+const LIST_PB: &[u8] =
+    include_bytes!("../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-list.pb");
 
 /// LISTs answered with kube-apiserver's protobuf page, watches left open
 /// and silent; the `Accept` headers of the LISTs.
@@ -339,7 +342,8 @@ async fn a_protobuf_list_page_from_kube_apiserver_syncs_the_cache() {
     informer.shutdown();
 }
 
-const LIST_JSON: &[u8] = include_bytes!("fixtures/protobuf/pod-metadata-list.json");
+const LIST_JSON: &[u8] =
+    include_bytes!("../../kinformer-wire/tests/fixtures/protobuf/pod-metadata-list.json");
 
 /// Watches seen; the first is answered 410 with a protobuf `Status`.
 async fn expired_then_stream(State(watches): State<Arc<Mutex<u32>>>, req: Request) -> Response {

@@ -9,14 +9,14 @@
 //! JSON `metadata` (an event's frame is built once and shared by every
 //! watcher, like its JSON line); other watch lines (bookmarks, errors) are
 //! converted from their JSON line. Both are written with
-//! `kinformer_reflector::protobuf`'s encoders, whose decoder is checked
+//! `kinformer_wire::protobuf`'s encoders, whose decoder is checked
 //! against kube-apiserver's own bytes. Full objects stay JSON (allowed:
 //! clients list the JSON type after it).
 
 use bytes::Bytes;
 use http::HeaderMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
-use kinformer_reflector::protobuf::{
+use kinformer_wire::protobuf::{
     encode_partial_object_meta, encode_partial_object_meta_list,
     encode_partial_object_meta_list_messages, encode_status, encode_watch_frame,
     envelope_partial_object_meta, partial_object_meta_message,
@@ -213,8 +213,8 @@ pub fn event_frame(ev: &Event) -> Bytes {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_reflector::WatchEvent;
-    use kinformer_reflector::protobuf::{decode_watch_frame, next_frame};
+    use kinformer_wire::WatchEvent;
+    use kinformer_wire::protobuf::{decode_watch_frame, next_frame};
 
     use super::*;
 

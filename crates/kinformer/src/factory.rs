@@ -26,7 +26,6 @@ use crate::health::{DEFAULT_STALE_AFTER, FactoryHealth, InformerHealth};
 use crate::managed::{Managed, ManagedInformer};
 use crate::metrics::FactoryCollector;
 use crate::options::{InformerOptions, MetaTransform};
-use crate::sync::SyncError;
 
 /// Configures a [`SharedInformerFactory`].
 pub struct FactoryBuilder {
@@ -675,15 +674,15 @@ impl SharedInformerFactory {
     }
 
     /// What a wait ends with: shut down, synced, or still waiting for some.
-    fn sync_result(&self, timeout: Duration) -> Result<(), SyncError> {
+    fn sync_result(&self, timeout: Duration) -> Result<(), FactoryError> {
         if self.inner.stopped.load(Ordering::SeqCst) {
-            return Err(SyncError::ShutDown);
+            return Err(FactoryError::ShutDown);
         }
         let unsynced = self.unsynced();
         if unsynced.is_empty() {
             Ok(())
         } else {
-            Err(SyncError::Timeout { timeout, unsynced })
+            Err(FactoryError::SyncTimeout { timeout, unsynced })
         }
     }
 
@@ -691,7 +690,7 @@ impl SharedInformerFactory {
     /// handler registered on them has been handed its initial objects;
     /// after `timeout` fails naming the informers still unsynced. Each
     /// informer's pool and handler threads notify the wait (no polling).
-    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), FactoryError> {
         let managed = self.managed();
         let all = async {
             for m in &managed {
@@ -705,7 +704,7 @@ impl SharedInformerFactory {
 
     /// Blocking form of [`wait_for_cache_sync`](Self::wait_for_cache_sync)
     /// (do not call it on an async runtime's thread).
-    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), SyncError> {
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), FactoryError> {
         let start = Instant::now();
         for m in self.managed() {
             m.wait_synced_blocking(timeout.saturating_sub(start.elapsed()));

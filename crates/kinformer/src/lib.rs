@@ -11,7 +11,6 @@
 //! - [`factory`]: [`SharedInformerFactory`], its builder and lifecycle (start, sync, shutdown);
 //! - [`options`]: [`InformerOptions`] (namespace, selectors) and the metadata transform;
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
-//! - [`sync`]: waiting for caches to sync ([`SyncError`]);
 //! - [`health`]: each informer's health, readiness and liveness answers;
 //! - [`metrics`]: Prometheus exposition of every informer's counters;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
@@ -55,14 +54,12 @@ pub mod lister;
 pub mod managed;
 pub mod metrics;
 pub mod options;
-pub mod sync;
 
 pub use error::FactoryError;
 pub use factory::{FactoryBuilder, SharedInformerFactory};
 pub use health::{FactoryHealth, InformerHealth, Probe};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
-pub use sync::SyncError;
 
 /// Object arenas: the opt-in global allocator for decoded objects.
 pub mod alloc {
@@ -70,11 +67,10 @@ pub mod alloc {
 }
 pub use kinformer_core::{
     DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, EventHandlerFns,
-    FifoError, FifoStats, HandlerRegistration, HandlerStats, IndexFn, IndexFnError, Indexer,
-    IndexerError, IndexerStats, Indexers, InformerBuilder, InformerError, InformerMetrics,
-    KeyError, LABEL_INDEX, MIN_RESYNC_PERIOD, NAMESPACE_INDEX, NamespacedIndexer, Notification,
-    OWNER_UID_INDEX, ObjectKey, ResourceEventHandler, SharedIndexInformer, Snapshot, Transform,
-    builtin_indexers, label_value,
+    FifoStats, HandlerRegistration, HandlerStats, IndexFn, Indexer, IndexerStats, Indexers,
+    InformerBuilder, InformerError, InformerMetrics, LABEL_INDEX, MIN_RESYNC_PERIOD,
+    NAMESPACE_INDEX, NamespacedIndexer, Notification, OWNER_UID_INDEX, ObjectKey,
+    ResourceEventHandler, SharedIndexInformer, Snapshot, Transform, builtin_indexers, label_value,
 };
 pub use kinformer_reflector::{
     BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Phase, Reflector,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kinformer_core::{Indexer, IndexerError, NamespacedIndexer};
+use kinformer_core::{Indexer, InformerError, NamespacedIndexer};
 use kube_core::{Resource, Selector};
 
 /// Reads objects of one type from an informer's cache. Every call reads one
@@ -71,7 +71,7 @@ impl<K: Resource> Lister<K> {
     }
 
     /// Objects filed under `value` in the index `index`.
-    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, InformerError> {
         self.indexer.by_index(index, value)
     }
 

@@ -33,6 +33,7 @@ pub fn strip_managed_fields(meta: &mut ObjectMeta) {
 /// assert_eq!(o.namespace.as_deref(), Some("prod"));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct InformerOptions {
     /// Only this namespace (`None`: all namespaces). Ignored for
     /// cluster-scoped types.

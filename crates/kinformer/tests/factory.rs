@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kinformer::{
-    BackoffConfig, EventHandlerFns, InformerOptions, Lister, ReflectorConfig,
-    SharedInformerFactory, SyncError,
+    BackoffConfig, EventHandlerFns, FactoryError, InformerOptions, Lister, ReflectorConfig,
+    SharedInformerFactory,
 };
 use kinformer_sim::{RunningSim, Sim};
 use kube::Client;
@@ -58,12 +58,12 @@ fn fill(sim: &RunningSim) {
 }
 
 fn fast() -> ReflectorConfig {
-    ReflectorConfig::default().backoff(BackoffConfig {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(200),
-        jitter: 0.0,
-        ..BackoffConfig::default()
-    })
+    ReflectorConfig::default().backoff(
+        BackoffConfig::default()
+            .initial(Duration::from_millis(20))
+            .max(Duration::from_millis(200))
+            .jitter(0.0),
+    )
 }
 
 fn factory(client: Client) -> SharedInformerFactory {
@@ -127,7 +127,7 @@ async fn wait_for_cache_sync_times_out_naming_the_unsynced_informers() {
     let _ = f.informer_with::<ConfigMap>(InformerOptions::default().namespace("x"));
     // Not started: nothing can sync.
     match f.wait_for_cache_sync(Duration::from_millis(100)).await {
-        Err(SyncError::Timeout { unsynced, .. }) => {
+        Err(FactoryError::SyncTimeout { unsynced, .. }) => {
             assert_eq!(unsynced.len(), 2);
             assert!(
                 unsynced.iter().any(|n| n.contains("/api/v1/pods")),
@@ -145,7 +145,10 @@ async fn wait_for_cache_sync_times_out_naming_the_unsynced_informers() {
     f.start().unwrap();
     f.wait_for_cache_sync(SYNC).await.unwrap();
     f.shutdown().await;
-    assert_eq!(f.wait_for_cache_sync(SYNC).await, Err(SyncError::ShutDown));
+    assert!(matches!(
+        f.wait_for_cache_sync(SYNC).await,
+        Err(FactoryError::ShutDown)
+    ));
     drop(sim);
 }
 
@@ -423,7 +426,7 @@ async fn the_factory_wait_covers_handler_registrations() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, SyncError::Timeout { unsynced, .. } if unsynced.len() == 1),
+        matches!(&err, FactoryError::SyncTimeout { unsynced, .. } if unsynced.len() == 1),
         "{err:?}"
     );
     f.wait_for_cache_sync(SYNC).await.unwrap();
@@ -434,7 +437,10 @@ async fn the_factory_wait_covers_handler_registrations() {
         .unwrap()
         .unwrap();
     f.shutdown().await;
-    assert_eq!(f.wait_for_cache_sync(SYNC).await, Err(SyncError::ShutDown));
+    assert!(matches!(
+        f.wait_for_cache_sync(SYNC).await,
+        Err(FactoryError::ShutDown)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,13 +32,12 @@ async fn sim() -> RunningSim {
 fn factory(sim: &RunningSim) -> SharedInformerFactory {
     let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
     cfg.default_retry = false;
-    let config = ReflectorConfig::default().backoff(BackoffConfig {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(100),
-        factor: 2.0,
-        jitter: 0.0,
-        reset_after: Duration::from_secs(120),
-    });
+    let config = ReflectorConfig::default().backoff(
+        BackoffConfig::default()
+            .initial(Duration::from_millis(20))
+            .max(Duration::from_millis(100))
+            .jitter(0.0),
+    );
     SharedInformerFactory::builder(kube::Client::try_from(cfg).unwrap())
         .reflector_config(config)
         .stale_after(Duration::from_millis(300))

@@ -33,7 +33,7 @@ use kube_core::Resource;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::delta::{DeletedObject, Delta, Deltas};
-use crate::error::FifoError;
+use crate::error::InformerError;
 use crate::index::panic_message;
 use crate::indexer::{EarlyDigest, Indexer};
 use crate::key::ObjectKey;
@@ -292,23 +292,23 @@ impl<K: Resource> DeltaFifo<K> {
     }
 
     /// Queues an `Added` delta.
-    pub fn add(&self, obj: K) -> Result<(), FifoError> {
+    pub fn add(&self, obj: K) -> Result<(), InformerError> {
         self.produce(Observed::Added, obj)
     }
 
     /// Queues an `Updated` delta.
-    pub fn update(&self, obj: K) -> Result<(), FifoError> {
+    pub fn update(&self, obj: K) -> Result<(), InformerError> {
         self.produce(Observed::Updated, obj)
     }
 
     /// Queues a `Deleted` delta carrying the object's final state.
-    pub fn delete(&self, obj: K) -> Result<(), FifoError> {
+    pub fn delete(&self, obj: K) -> Result<(), InformerError> {
         self.produce(Observed::Deleted, obj)
     }
 
-    fn produce(&self, what: Observed, obj: K) -> Result<(), FifoError> {
+    fn produce(&self, what: Observed, obj: K) -> Result<(), InformerError> {
         if self.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         let prepared = self.prepare(obj)?;
         self.push_observed([(what, prepared)])
@@ -319,9 +319,9 @@ impl<K: Resource> DeltaFifo<K> {
     pub fn push_observed(
         &self,
         changes: impl IntoIterator<Item = (Observed, Prepared<K>)>,
-    ) -> Result<(), FifoError> {
+    ) -> Result<(), InformerError> {
         if self.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         let mut st = self.lock();
         if !st.populated {
@@ -343,7 +343,7 @@ impl<K: Resource> DeltaFifo<K> {
     /// transform then runs where the object was decoded, not under the
     /// queue's lock. A panicking transform or an object without a name is
     /// an error (logged and counted here).
-    pub fn prepare(&self, obj: K) -> Result<Prepared<K>, FifoError> {
+    pub fn prepare(&self, obj: K) -> Result<Prepared<K>, InformerError> {
         let obj = match &self.transform {
             None => obj,
             Some(t) => catch_unwind(AssertUnwindSafe(|| t(obj))).map_err(|p| {
@@ -352,7 +352,7 @@ impl<K: Resource> DeltaFifo<K> {
                     .fetch_add(1, Ordering::Relaxed);
                 let msg = panic_message(&*p);
                 tracing::error!(panic = %msg, "transform panicked; object dropped");
-                FifoError::TransformPanicked(msg)
+                InformerError::TransformPanicked(msg)
             })?,
         };
         match ObjectKey::of(&obj) {
@@ -364,7 +364,7 @@ impl<K: Resource> DeltaFifo<K> {
             Err(e) => {
                 self.counters.key_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "object refused by the delta FIFO");
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -442,7 +442,7 @@ impl<K: Resource> DeltaFifo<K> {
         &self,
         objects: impl IntoIterator<Item = K>,
         resource_version: &str,
-    ) -> Result<(), FifoError> {
+    ) -> Result<(), InformerError> {
         let mut session = self.begin_replace()?;
         session.push(objects.into_iter().filter_map(|o| self.prepare(o).ok()))?;
         session.finish(resource_version)
@@ -669,7 +669,7 @@ impl<K> DeltaFifo<K> {
     }
 
     /// Closes the queue: blocked and future pops return `None`, producers get
-    /// [`FifoError::Closed`].
+    /// [`InformerError::Closed`].
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.close_tx.lock().take();

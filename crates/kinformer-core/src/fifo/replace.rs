@@ -12,7 +12,7 @@ use kube_core::Resource;
 
 use super::{DeltaFifo, Hasher, ObjectDigest, Prepared};
 use crate::delta::{DeletedFinalStateUnknown, DeletedObject, Delta};
-use crate::error::FifoError;
+use crate::error::InformerError;
 use crate::key::ObjectKey;
 
 /// A full list being fed to a [`DeltaFifo`], begun by
@@ -43,9 +43,9 @@ pub struct ReplaceSession<'a, K> {
 
 impl<K: Resource> DeltaFifo<K> {
     /// Begins a streaming full list (see [`ReplaceSession`]).
-    pub fn begin_replace(&self) -> Result<ReplaceSession<'_, K>, FifoError> {
+    pub fn begin_replace(&self) -> Result<ReplaceSession<'_, K>, InformerError> {
         if self.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         let first = !self.state.lock().populated;
         self.open_lists.fetch_add(1, Ordering::Relaxed);
@@ -63,10 +63,10 @@ impl<K: Resource> ReplaceSession<'_, K> {
     pub fn push(
         &mut self,
         objects: impl IntoIterator<Item = Prepared<K>>,
-    ) -> Result<(), FifoError> {
+    ) -> Result<(), InformerError> {
         let fifo = self.fifo;
         if fifo.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         let mut st = fifo.lock();
         for p in objects {
@@ -88,10 +88,10 @@ impl<K: Resource> ReplaceSession<'_, K> {
 
     /// An object deleted while the list streams (a WatchList may report
     /// one): the key no longer counts as listed, and the deletion is queued.
-    pub fn delete(&mut self, object: Prepared<K>) -> Result<(), FifoError> {
+    pub fn delete(&mut self, object: Prepared<K>) -> Result<(), InformerError> {
         let fifo = self.fifo;
         if fifo.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         self.listed.remove(&object.key);
         let mut st = fifo.lock();
@@ -112,10 +112,10 @@ impl<K: Resource> ReplaceSession<'_, K> {
 
     /// Ends the list at `resource_version`: tombstones every key cached or
     /// queued but not listed, carrying its last known state.
-    pub fn finish(mut self, resource_version: &str) -> Result<(), FifoError> {
+    pub fn finish(mut self, resource_version: &str) -> Result<(), InformerError> {
         let fifo = self.fifo;
         if fifo.is_closed() {
-            return Err(FifoError::Closed);
+            return Err(InformerError::Closed);
         }
         let listed = std::mem::take(&mut self.listed);
         let mut st = fifo.lock();

@@ -26,7 +26,7 @@ use arc_swap::ArcSwap;
 use kube_core::{Resource, Selector};
 use parking_lot::Mutex;
 
-use crate::error::IndexerError;
+use crate::error::InformerError;
 use crate::index::{IndexFn, Indexers};
 use crate::key::{ObjectKey, with_key_buf};
 use crate::reclaimer::ReclaimerSlot;
@@ -163,17 +163,17 @@ impl<K> Indexer<K> {
     }
 
     /// Objects filed under `value` in index `name`.
-    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, InformerError> {
         self.shared.current.load().by_index(name, value)
     }
 
     /// Keys filed under `value` in index `name`.
-    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, InformerError> {
         self.shared.current.load().index_keys(name, value)
     }
 
     /// Every value of index `name` that has at least one object.
-    pub fn index_values(&self, name: &str) -> Result<Vec<String>, IndexerError> {
+    pub fn index_values(&self, name: &str) -> Result<Vec<String>, InformerError> {
         self.shared.current.load().index_values(name)
     }
 
@@ -249,13 +249,13 @@ impl<K> Indexer<K> {
 
     /// Adds indexes, computing them at once for every cached object.
     /// Fails, adding none, if a name is already registered.
-    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexerError> {
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
         let mut state = self.shared.writer.lock();
         for (name, _) in &indexers {
             if state.master.index(name).is_some()
                 || indexers.iter().filter(|(n, _)| n == name).count() > 1
             {
-                return Err(IndexerError::IndexExists(name.clone()));
+                return Err(InformerError::IndexExists(name.clone()));
             }
         }
         if state.index_fns.is_empty() && !indexers.is_empty() {

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use kube_core::{Expression, Resource, Selector, SelectorExt};
 
-use crate::error::IndexerError;
+use crate::error::InformerError;
 use crate::index::{LABEL_INDEX, NAMESPACE_INDEX, label_value};
 use crate::indexer::digest::Digest;
 use crate::indexer::idset::{IdSet, id_hash};
@@ -187,10 +187,10 @@ impl<K> Snapshot<K> {
             .collect()
     }
 
-    fn index(&self, name: &str) -> Result<&IndexTrie, IndexerError> {
+    fn index(&self, name: &str) -> Result<&IndexTrie, InformerError> {
         self.tries
             .index(name)
-            .ok_or_else(|| IndexerError::NoSuchIndex(name.to_string()))
+            .ok_or_else(|| InformerError::NoSuchIndex(name.to_string()))
     }
 
     /// The ids filed under `value` in `index`.
@@ -211,7 +211,7 @@ impl<K> Snapshot<K> {
     }
 
     /// Keys filed under `value` in index `name`.
-    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, InformerError> {
         let index = self.index(name)?;
         Ok(self
             .id_set(index, value)
@@ -220,7 +220,7 @@ impl<K> Snapshot<K> {
     }
 
     /// Objects filed under `value` in index `name`.
-    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, InformerError> {
         let index = self.index(name)?;
         Ok(self
             .id_set(index, value)
@@ -229,7 +229,7 @@ impl<K> Snapshot<K> {
     }
 
     /// Every value that has at least one object in index `name`.
-    pub fn index_values(&self, name: &str) -> Result<Vec<String>, IndexerError> {
+    pub fn index_values(&self, name: &str) -> Result<Vec<String>, InformerError> {
         Ok(self
             .index(name)?
             .iter()

@@ -41,7 +41,7 @@ pub(super) fn envelope(types: Option<&TypeMeta>, raw: impl Into<Bytes>) -> Vec<u
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-/// use kinformer_reflector::protobuf::{decode_partial_object_meta, encode_partial_object_meta};
+/// use kinformer_wire::protobuf::{decode_partial_object_meta, encode_partial_object_meta};
 ///
 /// let meta = ObjectMeta { name: Some("a".into()), ..ObjectMeta::default() };
 /// let bytes = encode_partial_object_meta(None, &meta);
@@ -63,7 +63,7 @@ pub fn encode_partial_object_meta(
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
-/// use kinformer_reflector::protobuf::{decode_list, decode_list_item, encode_partial_object_meta_list};
+/// use kinformer_wire::protobuf::{decode_list, decode_list_item, encode_partial_object_meta_list};
 ///
 /// let list = ListMeta { resource_version: Some("9".into()), ..ListMeta::default() };
 /// let item = ObjectMeta { name: Some("a".into()), ..ObjectMeta::default() };

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use bytes::{Bytes, BytesMut};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, OwnerReference};
-use kinformer_reflector::WatchEvent;
-use kinformer_reflector::protobuf::{
+use kinformer_wire::WatchEvent;
+use kinformer_wire::protobuf::{
     decode_list, decode_list_item, decode_watch_frame, encode_partial_object_meta,
     encode_partial_object_meta_list, encode_partial_object_meta_list_messages, encode_watch_frame,
     envelope_partial_object_meta, next_frame, partial_object_meta_message,

@@ -10,8 +10,8 @@
 
 use std::ops::Range;
 
-use kinformer_reflector::{WatchEvent, event, json, prune};
-use kube::api::DynamicObject;
+use kinformer_wire::{WatchEvent, event, json, prune};
+use kube_core::DynamicObject;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -18,7 +18,7 @@
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
+use kube_core::DynamicObject;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
@@ -29,9 +29,9 @@ use crate::type_meta::{TypeMetaField, TypeMetaMembers};
 /// `skip_managed_fields` is set.
 ///
 /// ```
-/// use kube::api::DynamicObject;
+/// use kube_core::DynamicObject;
 /// use serde::de::DeserializeSeed;
-/// use kinformer_reflector::dynamic_object::DynamicObjectSeed;
+/// use kinformer_wire::dynamic_object::DynamicObjectSeed;
 ///
 /// let json = br#"{"apiVersion":"x.io/v1","kind":"X","metadata":{"name":"a"},"spec":{"n":1}}"#;
 /// let mut de = serde_json::Deserializer::from_slice(json);
@@ -123,15 +123,15 @@ mod tests {
 
     #[test]
     fn a_pod_decodes_as_the_derive_decodes_it() {
-        let pod = serde_json::to_string(&kinformer_sim::template::pod("ns-1", "web-1", 7)).unwrap();
+        let pod = crate::testing::POD;
         let obj: DynamicObject = DynamicObjectSeed::new(true)
-            .deserialize(&mut serde_json::Deserializer::from_str(&pod))
+            .deserialize(&mut serde_json::Deserializer::from_str(pod))
             .unwrap();
         assert_eq!(obj.types.as_ref().map(|t| t.kind.as_str()), Some("Pod"));
         assert!(obj.data.get("spec").is_some());
         assert!(obj.metadata.managed_fields.is_none());
-        same_as_derive(&pod, true);
-        same_as_derive(&pod, false);
+        same_as_derive(pod, true);
+        same_as_derive(pod, false);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use prost::Message;
 
 use super::messages;
 use super::meta_layout::{Layout, Maps, maps_by_prost};
-use crate::error::ReflectorError;
+use crate::error::WireError;
 
 /// The four bytes before every enveloped object.
 pub const MAGIC: &[u8; 4] = b"k8s\0";
@@ -21,14 +21,14 @@ pub const MAGIC: &[u8; 4] = b"k8s\0";
 /// envelope has them) and the object's own bytes.
 pub(crate) fn open_envelope(
     mut enveloped: Bytes,
-) -> Result<(Option<messages::TypeMeta>, Bytes), ReflectorError> {
+) -> Result<(Option<messages::TypeMeta>, Bytes), WireError> {
     if !enveloped.starts_with(MAGIC) {
-        return Err(ReflectorError::DecodeObject(
+        return Err(WireError::DecodeObject(
             "protobuf object without the k8s envelope".into(),
         ));
     }
     let unknown = messages::Unknown::decode(enveloped.split_off(MAGIC.len()))
-        .map_err(|e| ReflectorError::DecodeObject(format!("protobuf envelope: {e}")))?;
+        .map_err(|e| WireError::DecodeObject(format!("protobuf envelope: {e}")))?;
     Ok((unknown.type_meta, unknown.raw))
 }
 
@@ -38,7 +38,7 @@ pub(crate) fn open_envelope(
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::protobuf::decode_partial_object_meta;
+/// use kinformer_wire::protobuf::decode_partial_object_meta;
 ///
 /// // A bare object: the envelope's type and an object with `metadata.name` "a".
 /// let mut bytes = b"k8s\0".to_vec();
@@ -49,7 +49,7 @@ pub(crate) fn open_envelope(
 pub fn decode_partial_object_meta<K>(
     enveloped: Bytes,
     skip_managed_fields: bool,
-) -> Result<PartialObjectMeta<K>, ReflectorError> {
+) -> Result<PartialObjectMeta<K>, WireError> {
     // The object's parts are bumped into its arena chunks (when the process
     // uses `kinformer_alloc::ObjectArenas`), as the JSON decoders do; what
     // is not kept is read before the scope opens (see `Unopened`).
@@ -64,7 +64,7 @@ pub fn decode_partial_object_meta<K>(
 pub(crate) fn decode_outside_arena<K>(
     enveloped: Bytes,
     skip_managed_fields: bool,
-) -> Result<PartialObjectMeta<K>, ReflectorError> {
+) -> Result<PartialObjectMeta<K>, WireError> {
     Unopened::read(enveloped)?.decode(skip_managed_fields)
 }
 
@@ -92,14 +92,14 @@ enum Lists {
 
 impl Unopened {
     /// Opens an enveloped object.
-    fn read(enveloped: Bytes) -> Result<Self, ReflectorError> {
+    fn read(enveloped: Bytes) -> Result<Self, WireError> {
         let (types, raw) = open_envelope(enveloped)?;
         Self::read_bare(raw, types.map(type_meta))
     }
 
     /// Opens a `PartialObjectMetadata` message without its envelope (a
     /// list item), whose `apiVersion` and `kind` are `types`.
-    pub(crate) fn read_bare(raw: Bytes, types: Option<TypeMeta>) -> Result<Self, ReflectorError> {
+    pub(crate) fn read_bare(raw: Bytes, types: Option<TypeMeta>) -> Result<Self, WireError> {
         let metadata = messages::PartialObjectMetadataBytes::decode(raw)
             .map_err(decode_error)?
             .metadata
@@ -122,7 +122,7 @@ impl Unopened {
     pub(crate) fn decode<K>(
         self,
         skip_managed_fields: bool,
-    ) -> Result<PartialObjectMeta<K>, ReflectorError> {
+    ) -> Result<PartialObjectMeta<K>, WireError> {
         let managed = if skip_managed_fields {
             None
         } else {
@@ -158,8 +158,8 @@ impl Unopened {
     }
 }
 
-fn decode_error(e: prost::DecodeError) -> ReflectorError {
-    ReflectorError::DecodeObject(format!("protobuf: {e}"))
+fn decode_error(e: prost::DecodeError) -> WireError {
+    WireError::DecodeObject(format!("protobuf: {e}"))
 }
 
 pub(crate) fn type_meta(t: messages::TypeMeta) -> TypeMeta {
@@ -183,7 +183,7 @@ fn list<T>(v: Vec<T>) -> Option<Vec<T>> {
 }
 
 /// An empty `Time` message is Go's zero time, which JSON writes as `null`.
-fn time(t: Option<messages::Time>) -> Result<Option<meta::Time>, ReflectorError> {
+fn time(t: Option<messages::Time>) -> Result<Option<meta::Time>, WireError> {
     match t {
         None
         | Some(messages::Time {
@@ -192,7 +192,7 @@ fn time(t: Option<messages::Time>) -> Result<Option<meta::Time>, ReflectorError>
         }) => Ok(None),
         Some(t) => jiff::Timestamp::new(t.seconds, t.nanos)
             .map(|ts| Some(meta::Time(ts)))
-            .map_err(|e| ReflectorError::DecodeObject(format!("protobuf time: {e}"))),
+            .map_err(|e| WireError::DecodeObject(format!("protobuf time: {e}"))),
     }
 }
 
@@ -200,7 +200,7 @@ fn object_meta(
     m: messages::ObjectMetaWithoutMaps,
     maps: Maps,
     managed: Option<Vec<messages::ManagedFieldsEntry>>,
-) -> Result<meta::ObjectMeta, ReflectorError> {
+) -> Result<meta::ObjectMeta, WireError> {
     let owner_references = m
         .owner_references
         .into_iter()
@@ -243,11 +243,11 @@ fn object_meta(
 
 fn managed_fields_entry(
     e: messages::ManagedFieldsEntry,
-) -> Result<meta::ManagedFieldsEntry, ReflectorError> {
+) -> Result<meta::ManagedFieldsEntry, WireError> {
     let fields_v1 = match e.fields_v1 {
         Some(f) if !f.raw.is_empty() => Some(meta::FieldsV1(
             serde_json::from_slice(&f.raw)
-                .map_err(|e| ReflectorError::DecodeObject(format!("protobuf fieldsV1: {e}")))?,
+                .map_err(|e| WireError::DecodeObject(format!("protobuf fieldsV1: {e}")))?,
         )),
         _ => None,
     };

@@ -8,9 +8,9 @@ use prost::Message;
 
 use super::messages;
 use super::object::{decode_outside_arena, decode_partial_object_meta, open_envelope};
-use crate::error::ReflectorError;
+use crate::error::WireError;
 use crate::event::{INITIAL_EVENTS_END_ANNOTATION, WatchEvent};
-use crate::transport::{StatusBody, StatusDetails};
+use crate::status::{ApiStatus, StatusBody, StatusDetails};
 
 /// The longest frame accepted: a length above it is taken for a corrupt
 /// stream rather than waited for.
@@ -21,19 +21,19 @@ pub const MAX_FRAME: usize = 64 << 20;
 ///
 /// ```
 /// use bytes::BytesMut;
-/// use kinformer_reflector::protobuf::next_frame;
+/// use kinformer_wire::protobuf::next_frame;
 ///
 /// let mut buf = BytesMut::from(&[0, 0, 0, 2, 7, 8, 0, 0][..]);
 /// assert_eq!(next_frame(&mut buf).unwrap().unwrap().as_ref(), &[7, 8]);
 /// assert!(next_frame(&mut buf).unwrap().is_none());
 /// ```
-pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, ReflectorError> {
+pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, WireError> {
     let Some(len) = buf.get(..4) else {
         return Ok(None);
     };
     let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
     if len > MAX_FRAME {
-        return Err(ReflectorError::MalformedEvent(format!(
+        return Err(WireError::MalformedEvent(format!(
             "protobuf watch frame of {len} bytes (at most {MAX_FRAME})"
         )));
     }
@@ -48,8 +48,8 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, ReflectorError> {
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::WatchEvent;
-/// use kinformer_reflector::protobuf::decode_watch_frame;
+/// use kinformer_wire::WatchEvent;
+/// use kinformer_wire::protobuf::decode_watch_frame;
 ///
 /// // type "ADDED", object: the envelope around an object named "a".
 /// let mut object = b"k8s\0".to_vec();
@@ -66,15 +66,15 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, ReflectorError> {
 pub fn decode_watch_frame<K>(
     frame: Bytes,
     skip_managed_fields: bool,
-) -> Result<WatchEvent<PartialObjectMeta<K>>, ReflectorError> {
+) -> Result<WatchEvent<PartialObjectMeta<K>>, WireError> {
     let messages::WatchEvent { r#type, object } = messages::WatchEvent::decode(frame)
-        .map_err(|e| ReflectorError::MalformedEvent(format!("protobuf watch event: {e}")))?;
+        .map_err(|e| WireError::MalformedEvent(format!("protobuf watch event: {e}")))?;
     // Taken once, by the one arm that needs it.
     let object = || {
         object
             .map(|o| o.raw)
             .filter(|raw| !raw.is_empty())
-            .ok_or_else(|| ReflectorError::MissingObject(event_type(&r#type)))
+            .ok_or_else(|| WireError::MissingObject(event_type(&r#type)))
     };
     Ok(match &r#type[..] {
         b"ADDED" => WatchEvent::Added(decode_partial_object_meta(object()?, skip_managed_fields)?),
@@ -96,7 +96,7 @@ pub fn decode_watch_frame<K>(
             }
         }
         b"ERROR" => WatchEvent::Error(status_error(object()?)?),
-        other => return Err(ReflectorError::UnknownEventType(event_type(other))),
+        other => return Err(WireError::UnknownEventType(event_type(other))),
     })
 }
 
@@ -105,11 +105,12 @@ fn event_type(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-/// The error an enveloped `Status` stands for.
-pub(crate) fn status_error(enveloped: Bytes) -> Result<ReflectorError, ReflectorError> {
+/// The status an enveloped protobuf `Status` holds (the object of a watch
+/// `ERROR` event, or the body of an error answer to a protobuf request).
+pub fn status_error(enveloped: Bytes) -> Result<ApiStatus, WireError> {
     let (_, raw) = open_envelope(enveloped)?;
     let st = messages::Status::decode(raw)
-        .map_err(|e| ReflectorError::MalformedEvent(format!("protobuf status: {e}")))?;
+        .map_err(|e| WireError::MalformedEvent(format!("protobuf status: {e}")))?;
     let code = u16::try_from(st.code).unwrap_or_default();
     let body = StatusBody {
         code,
@@ -119,5 +120,5 @@ pub(crate) fn status_error(enveloped: Bytes) -> Result<ReflectorError, Reflector
             retry_after_seconds: u64::try_from(d.retry_after_seconds).ok().filter(|s| *s > 0),
         }),
     };
-    Ok(body.into_error(code, None))
+    Ok(body.into_status(code, None))
 }

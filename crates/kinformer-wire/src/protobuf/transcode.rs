@@ -75,7 +75,7 @@ struct ManagedFieldsEntryJson<'a> {
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::protobuf::{
+/// use kinformer_wire::protobuf::{
 ///     decode_partial_object_meta, envelope_partial_object_meta, partial_object_meta_message,
 /// };
 ///

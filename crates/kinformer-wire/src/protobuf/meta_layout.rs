@@ -9,16 +9,13 @@
 //! growing two empty strings to size and checking each as UTF-8 byte by
 //! byte. An entry in the form every encoder writes (the key, then the
 //! value, both length-delimited) is read here directly: each string copied
-//! at its exact size, checked for ASCII a word at a time (label keys and
-//! values are ASCII by their syntax) and by the standard library only when
-//! that check fails. Any other entry (other fields, other order) is read
+//! at its exact size after the standard library's UTF-8 check. Any other entry (other fields, other order) is read
 //! by `prost`, and so is the whole message when the walk meets what it
 //! does not read (groups, a malformed field, a list or map field of
 //! another wire type, more than [`MAX_ENTRIES`] entries), so lists and
 //! maps are `prost`'s for every input (property tests check it). The walk
 //! counts the lists itself, where a `prost` pass would gather their items
 //! as slices of the message only to count them.
-#![allow(unsafe_code)] // a string from bytes just checked to be ASCII
 
 use std::collections::BTreeMap;
 
@@ -160,12 +157,9 @@ fn varint(mut buf: &[u8]) -> Option<(u64, &[u8])> {
     Some((value, buf))
 }
 
-/// `bytes` as a `String` of its exact length, if valid UTF-8.
+/// `bytes` as a `String` of its exact length, if valid UTF-8 (the
+/// standard library's check, a word at a time over ASCII).
 fn text(bytes: &[u8]) -> Option<String> {
-    if bytes.is_ascii() {
-        // SAFETY: ASCII bytes are valid UTF-8.
-        return Some(unsafe { String::from_utf8_unchecked(bytes.to_vec()) });
-    }
     std::str::from_utf8(bytes).ok().map(str::to_owned)
 }
 

@@ -59,11 +59,11 @@ thread_local! {
 /// ```
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// let json = br#"{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}"#;
-/// let whole: ConfigMap = kinformer_reflector::json::from_slice(json, false).unwrap();
+/// let whole: ConfigMap = kinformer_wire::json::from_slice(json, false).unwrap();
 /// assert!(whole.metadata.managed_fields.is_some());
-/// let pruned: ConfigMap = kinformer_reflector::json::from_slice(json, true).unwrap();
+/// let pruned: ConfigMap = kinformer_wire::json::from_slice(json, true).unwrap();
 /// assert!(pruned.metadata.managed_fields.is_none());
-/// assert!(kinformer_reflector::json::from_slice::<ConfigMap>(b"{\"data\":", false).is_err());
+/// assert!(kinformer_wire::json::from_slice::<ConfigMap>(b"{\"data\":", false).is_err());
 /// ```
 pub fn from_slice<K: DeserializeOwned>(
     bytes: &[u8],
@@ -170,11 +170,11 @@ fn nests_too_deep(bytes: &[u8], cut: &Range<usize>) -> bool {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
-    use kube::api::DynamicObject;
+    use kube_core::DynamicObject;
     use kube_core::PartialObjectMeta;
 
     fn template_pod() -> Vec<u8> {
-        serde_json::to_vec(&kinformer_sim::template::pod("ns-1", "web-1", 7)).unwrap()
+        crate::testing::POD.as_bytes().to_vec()
     }
 
     #[test]
@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(ours.data, reference.data);
         assert_eq!(ours.metadata, reference.metadata);
         let meta: PartialObjectMeta<Pod> = from_slice(&template_pod(), true).unwrap();
-        assert_eq!(meta.metadata.name.as_deref(), Some("web-1"));
+        assert_eq!(meta.metadata.name.as_deref(), Some("pod-0"));
         assert!(meta.metadata.managed_fields.is_none());
     }
 

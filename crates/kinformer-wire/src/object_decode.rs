@@ -9,12 +9,12 @@
 //! points as plain function pointers, so the reflector and its decode
 //! pipeline stay generic over the object type alone.
 
-use kube::api::DynamicObject;
+use kube_core::DynamicObject;
 use kube_core::{PartialObjectMeta, Resource, TypeMeta};
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 
 use crate::dynamic_object::DynamicObjectSeed;
-use crate::error::ReflectorError;
+use crate::error::WireError;
 use crate::event::{WatchEvent, check_name, decode_event_as, decode_object_as};
 use crate::partial_meta::PartialObjectMetaSeed;
 
@@ -68,14 +68,14 @@ impl ObjectDecode<DynamicObject> for DynamicObjectDecode {
 }
 
 /// Decodes one watch line (the flag: skip `metadata.managedFields`).
-pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, ReflectorError>;
+pub type EventFn<K> = fn(&[u8], bool) -> Result<WatchEvent<K>, WireError>;
 /// Decodes one object's JSON, a LIST item (the flag as for [`EventFn`]).
-pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, ReflectorError>;
+pub type ObjectFn<K> = fn(&[u8], bool) -> Result<K, WireError>;
 /// Decodes one protobuf watch frame (the flag as for [`EventFn`]).
-pub type FrameFn<K> = fn(bytes::Bytes, bool) -> Result<WatchEvent<K>, ReflectorError>;
+pub type FrameFn<K> = fn(bytes::Bytes, bool) -> Result<WatchEvent<K>, WireError>;
 /// Decodes one item of a protobuf LIST page, of the page's item types (the
 /// flag as for [`EventFn`]), and checks it has a name.
-pub type ListItemFn<K> = fn(bytes::Bytes, Option<TypeMeta>, bool) -> Result<K, ReflectorError>;
+pub type ListItemFn<K> = fn(bytes::Bytes, Option<TypeMeta>, bool) -> Result<K, WireError>;
 
 /// The decode functions a reflector of `K` uses: [`Decoders::serde`] by
 /// default, [`Decoders::partial_object_meta`] for metadata-only informers,
@@ -84,7 +84,7 @@ pub type ListItemFn<K> = fn(bytes::Bytes, Option<TypeMeta>, bool) -> Result<K, R
 /// ```
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube_core::PartialObjectMeta;
-/// use kinformer_reflector::object_decode::Decoders;
+/// use kinformer_wire::object_decode::Decoders;
 ///
 /// let d = Decoders::<PartialObjectMeta<Pod>>::partial_object_meta();
 /// let line = br#"{"type":"ADDED","object":{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","resourceVersion":"3"}}}"#;
@@ -135,12 +135,12 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
         &self,
         line: &[u8],
         skip_managed_fields: bool,
-    ) -> Result<WatchEvent<K>, ReflectorError> {
+    ) -> Result<WatchEvent<K>, WireError> {
         (self.event)(line, skip_managed_fields)
     }
 
     /// Decodes one object (a LIST item) and checks it has a name.
-    pub fn object(&self, bytes: &[u8], skip_managed_fields: bool) -> Result<K, ReflectorError> {
+    pub fn object(&self, bytes: &[u8], skip_managed_fields: bool) -> Result<K, WireError> {
         (self.object)(bytes, skip_managed_fields)
     }
 }
@@ -158,10 +158,10 @@ impl<K> Decoders<K> {
         &self,
         frame: bytes::Bytes,
         skip_managed_fields: bool,
-    ) -> Result<WatchEvent<K>, ReflectorError> {
+    ) -> Result<WatchEvent<K>, WireError> {
         match self.frame {
             Some(f) => f(frame, skip_managed_fields),
-            None => Err(ReflectorError::DecodeObject(
+            None => Err(WireError::DecodeObject(
                 "a protobuf watch frame for a type without a protobuf decoder".into(),
             )),
         }
@@ -174,10 +174,10 @@ impl<K> Decoders<K> {
         item: bytes::Bytes,
         types: Option<TypeMeta>,
         skip_managed_fields: bool,
-    ) -> Result<K, ReflectorError> {
+    ) -> Result<K, WireError> {
         match self.list_item {
             Some(f) => f(item, types, skip_managed_fields),
-            None => Err(ReflectorError::DecodeObject(
+            None => Err(WireError::DecodeObject(
                 "a protobuf LIST item for a type without a protobuf decoder".into(),
             )),
         }
@@ -205,7 +205,7 @@ fn protobuf_list_item<K>(
     item: bytes::Bytes,
     types: Option<TypeMeta>,
     skip_managed_fields: bool,
-) -> Result<PartialObjectMeta<K>, ReflectorError>
+) -> Result<PartialObjectMeta<K>, WireError>
 where
     PartialObjectMeta<K>: Resource,
 {

@@ -31,7 +31,7 @@ use crate::type_meta::{TypeMetaField, TypeMetaMembers};
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube_core::PartialObjectMeta;
 /// use serde::de::DeserializeSeed;
-/// use kinformer_reflector::partial_meta::PartialObjectMetaSeed;
+/// use kinformer_wire::partial_meta::PartialObjectMetaSeed;
 ///
 /// let json = br#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","managedFields":[{"manager":"m"}]}}"#;
 /// let mut de = serde_json::Deserializer::from_slice(json);
@@ -136,16 +136,15 @@ mod tests {
 
     #[test]
     fn a_metadata_document_decodes_as_the_derive_decodes_it() {
-        let pod = serde_json::to_vec(&kinformer_sim::template::pod("ns-1", "web-1", 7)).unwrap();
-        let partial = String::from_utf8(kinformer_sim::metadata::partial(&pod).to_vec()).unwrap();
+        let partial = crate::testing::POD_METADATA;
         let seed: PartialObjectMeta<Pod> = PartialObjectMetaSeed::new(true)
-            .deserialize(&mut serde_json::Deserializer::from_str(&partial))
+            .deserialize(&mut serde_json::Deserializer::from_str(partial))
             .unwrap();
         assert!(seed.types.is_some());
         assert!(seed.metadata.labels.is_some());
         assert!(seed.metadata.managed_fields.is_none());
-        same_as_derive(&partial, true);
-        same_as_derive(&partial, false);
+        same_as_derive(partial, true);
+        same_as_derive(partial, false);
     }
 
     #[test]

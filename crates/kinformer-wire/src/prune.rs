@@ -21,7 +21,7 @@ use serde::de::{
 /// ```
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// let json = br#"{"metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}]},"data":{"k":"v"}}"#;
-/// let cm: ConfigMap = kinformer_reflector::prune::from_slice_without_managed_fields(json).unwrap();
+/// let cm: ConfigMap = kinformer_wire::prune::from_slice_without_managed_fields(json).unwrap();
 /// assert!(cm.metadata.managed_fields.is_none());
 /// assert_eq!(cm.metadata.name.as_deref(), Some("a"));
 /// ```
@@ -347,7 +347,7 @@ impl<'de> DeserializeSeed<'de> for MetadataSeed {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
-    use kube::api::DynamicObject;
+    use kube_core::DynamicObject;
 
     const POD: &[u8] = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n","labels":{"a":"b"},"managedFields":[{"manager":"kubelet","operation":"Update","fieldsV1":{"f:status":{"f:phase":{}}}}],"resourceVersion":"7"},"spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Running"}}"#;
 

@@ -157,7 +157,7 @@ mod tests {
         );
         let mut buf = BytesMut::from(&status[..]);
         match decode_watch_frame::<Pod>(next_frame(&mut buf).unwrap().unwrap(), true).unwrap() {
-            WatchEvent::Error(crate::ReflectorError::Api {
+            WatchEvent::Error(crate::ApiStatus {
                 code,
                 reason,
                 retry_after,
@@ -178,29 +178,25 @@ mod tests {
         assert!(
             matches!(
                 cut,
-                Err(crate::ReflectorError::MalformedEvent(_)
-                    | crate::ReflectorError::DecodeObject(_))
+                Err(crate::WireError::MalformedEvent(_) | crate::WireError::DecodeObject(_))
             ),
             "{cut:?}"
         );
         // An object without the envelope's magic.
         let bare = decode_partial_object_meta::<Pod>(bytes::Bytes::from_static(b"{}"), true);
-        assert!(matches!(bare, Err(crate::ReflectorError::DecodeObject(_))));
+        assert!(matches!(bare, Err(crate::WireError::DecodeObject(_))));
         // An unknown event type.
         let unknown = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x04NOPE"), true);
-        assert!(matches!(unknown, Err(crate::ReflectorError::UnknownEventType(t)) if t == "NOPE"));
+        assert!(matches!(unknown, Err(crate::WireError::UnknownEventType(t)) if t == "NOPE"));
         // A type that is not UTF-8: unknown too, shown as best it can be.
         let garbled = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x02\xffA"), true);
         assert!(
-            matches!(&garbled, Err(crate::ReflectorError::UnknownEventType(t)) if t == "\u{fffd}A"),
+            matches!(&garbled, Err(crate::WireError::UnknownEventType(t)) if t == "\u{fffd}A"),
             "{garbled:?}"
         );
         // An ADDED event without an object.
         let empty = decode_watch_frame::<Pod>(bytes::Bytes::from_static(b"\x0a\x05ADDED"), true);
-        assert!(matches!(
-            empty,
-            Err(crate::ReflectorError::MissingObject(_))
-        ));
+        assert!(matches!(empty, Err(crate::WireError::MissingObject(_))));
         // A length above the limit.
         let mut huge = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 0][..]);
         assert!(next_frame(&mut huge).is_err());

@@ -11,11 +11,11 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::value::RawValue;
 
-use crate::error::ReflectorError;
+use crate::error::WireError;
 use crate::event_line::{Line, LineSeed, ObjectEvent};
 use crate::managed_fields::Shape;
 use crate::object_decode::{ObjectDecode, SerdeDecode};
-use crate::transport::StatusBody;
+use crate::status::{ApiStatus, StatusBody};
 
 /// The annotation of the bookmark that ends a WatchList's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
@@ -37,7 +37,7 @@ pub enum WatchEvent<K> {
         initial_events_end: bool,
     },
     /// `ERROR`: the watch ends with this status.
-    Error(ReflectorError),
+    Error(ApiStatus),
 }
 
 #[derive(Deserialize)]
@@ -65,7 +65,7 @@ pub(crate) struct BookmarkMeta {
 /// Decodes a watch line.
 ///
 /// ```
-/// use kinformer_reflector::{WatchEvent, event::decode_event};
+/// use kinformer_wire::{WatchEvent, event::decode_event};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// let line = br#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}}}"#;
 /// assert!(matches!(decode_event::<ConfigMap>(line), Ok(WatchEvent::Added(_))));
@@ -73,7 +73,7 @@ pub(crate) struct BookmarkMeta {
 /// ```
 pub fn decode_event<K: Resource + DeserializeOwned>(
     line: &[u8],
-) -> Result<WatchEvent<K>, ReflectorError> {
+) -> Result<WatchEvent<K>, WireError> {
     decode_event_with(line, false)
 }
 
@@ -86,7 +86,7 @@ pub fn decode_event<K: Resource + DeserializeOwned>(
 pub fn decode_event_with<K: Resource + DeserializeOwned>(
     line: &[u8],
     skip_managed_fields: bool,
-) -> Result<WatchEvent<K>, ReflectorError> {
+) -> Result<WatchEvent<K>, WireError> {
     decode_event_as::<K, SerdeDecode>(line, skip_managed_fields)
 }
 
@@ -95,7 +95,7 @@ pub fn decode_event_with<K: Resource + DeserializeOwned>(
 pub fn decode_event_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
     line: &[u8],
     skip_managed_fields: bool,
-) -> Result<WatchEvent<K>, ReflectorError> {
+) -> Result<WatchEvent<K>, WireError> {
     let in_object = Cell::new(false);
     let skip = skip_managed_fields.then_some(Shape::WatchLine);
     let parsed = crate::json::with_document(line, skip, |de, line_len| {
@@ -109,8 +109,8 @@ pub fn decode_event_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
     });
     let parsed = match parsed {
         Ok(parsed) => parsed,
-        Err(e) if in_object.get() => return Err(ReflectorError::DecodeObject(e.to_string())),
-        Err(e) => return Err(ReflectorError::MalformedEvent(e.to_string())),
+        Err(e) if in_object.get() => return Err(WireError::DecodeObject(e.to_string())),
+        Err(e) => return Err(WireError::MalformedEvent(e.to_string())),
     };
     match parsed {
         Line::Object(ty, obj) => {
@@ -123,8 +123,8 @@ pub fn decode_event_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
         }
         Line::Bookmark(b) => Ok(bookmark(b)),
         Line::Error(status) => Ok(error_event(status)),
-        Line::Unknown(ty) => Err(ReflectorError::UnknownEventType(ty)),
-        Line::MissingObject(ty) => Err(ReflectorError::MissingObject(ty)),
+        Line::Unknown(ty) => Err(WireError::UnknownEventType(ty)),
+        Line::MissingObject(ty) => Err(WireError::MissingObject(ty)),
         Line::ObjectFirst => decode_event_in_two_passes::<K, D>(line, skip_managed_fields),
     }
 }
@@ -133,12 +133,12 @@ pub fn decode_event_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
 fn decode_event_in_two_passes<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
     line: &[u8],
     skip_managed_fields: bool,
-) -> Result<WatchEvent<K>, ReflectorError> {
+) -> Result<WatchEvent<K>, WireError> {
     let raw: RawEvent<'_> =
-        serde_json::from_slice(line).map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
+        serde_json::from_slice(line).map_err(|e| WireError::MalformedEvent(e.to_string()))?;
     let object = |ty: &str| {
         raw.object
-            .ok_or_else(|| ReflectorError::MissingObject(ty.into()))
+            .ok_or_else(|| WireError::MissingObject(ty.into()))
     };
     let decode =
         |ty: &str| decode_object_as::<K, D>(object(ty)?.get().as_bytes(), skip_managed_fields);
@@ -148,13 +148,13 @@ fn decode_event_in_two_passes<K: Resource + DeserializeOwned, D: ObjectDecode<K>
         "DELETED" => decode("DELETED").map(WatchEvent::Deleted),
         "BOOKMARK" => {
             let b: BookmarkObject = serde_json::from_str(object("BOOKMARK")?.get())
-                .map_err(|e| ReflectorError::MalformedEvent(e.to_string()))?;
+                .map_err(|e| WireError::MalformedEvent(e.to_string()))?;
             Ok(bookmark(b))
         }
         "ERROR" => Ok(error_event(
             raw.object.and_then(|o| serde_json::from_str(o.get()).ok()),
         )),
-        other => Err(ReflectorError::UnknownEventType(other.to_string())),
+        other => Err(WireError::UnknownEventType(other.to_string())),
     }
 }
 
@@ -175,11 +175,11 @@ fn bookmark<K>(b: BookmarkObject) -> WatchEvent<K> {
 fn error_event<K>(status: Option<StatusBody>) -> WatchEvent<K> {
     let st = status.unwrap_or_default();
     let code = st.code;
-    WatchEvent::Error(st.into_error(code, None))
+    WatchEvent::Error(st.into_status(code, None))
 }
 
 /// Decodes one object and checks it can be cached (has a name).
-pub fn decode_object<K: Resource + DeserializeOwned>(bytes: &[u8]) -> Result<K, ReflectorError> {
+pub fn decode_object<K: Resource + DeserializeOwned>(bytes: &[u8]) -> Result<K, WireError> {
     decode_object_with(bytes, false)
 }
 
@@ -188,7 +188,7 @@ pub fn decode_object<K: Resource + DeserializeOwned>(bytes: &[u8]) -> Result<K, 
 pub fn decode_object_with<K: Resource + DeserializeOwned>(
     bytes: &[u8],
     skip_managed_fields: bool,
-) -> Result<K, ReflectorError> {
+) -> Result<K, WireError> {
     decode_object_as::<K, SerdeDecode>(bytes, skip_managed_fields)
 }
 
@@ -197,17 +197,17 @@ pub fn decode_object_with<K: Resource + DeserializeOwned>(
 pub fn decode_object_as<K: Resource + DeserializeOwned, D: ObjectDecode<K>>(
     bytes: &[u8],
     skip_managed_fields: bool,
-) -> Result<K, ReflectorError> {
+) -> Result<K, WireError> {
     let obj = crate::json::from_slice_as::<K, D>(bytes, skip_managed_fields)
-        .map_err(|e| ReflectorError::DecodeObject(e.to_string()))?;
+        .map_err(|e| WireError::DecodeObject(e.to_string()))?;
     check_name(obj)
 }
 
 /// Refuses objects without `metadata.name`.
-pub fn check_name<K: Resource>(obj: K) -> Result<K, ReflectorError> {
+pub fn check_name<K: Resource>(obj: K) -> Result<K, WireError> {
     match obj.meta().name.as_deref() {
         Some(n) if !n.is_empty() => Ok(obj),
-        _ => Err(ReflectorError::MissingName {
+        _ => Err(WireError::MissingName {
             namespace: obj.meta().namespace.clone(),
         }),
     }
@@ -245,29 +245,29 @@ mod tests {
     fn bad_events_are_typed_errors() {
         assert!(matches!(
             decode_event::<Pod>(br#"{"type":"SURPRISE","object":{}}"#),
-            Err(ReflectorError::UnknownEventType(t)) if t == "SURPRISE"
+            Err(WireError::UnknownEventType(t)) if t == "SURPRISE"
         ));
         assert!(matches!(
             decode_event::<Pod>(br#"{"type":"ADDED"}"#),
-            Err(ReflectorError::MissingObject(_))
+            Err(WireError::MissingObject(_))
         ));
         assert!(matches!(
             decode_event::<Pod>(br#"{"type":"ADDED","object":{"kind":"Pod"}}"#),
-            Err(ReflectorError::MissingName { .. })
+            Err(WireError::MissingName { .. })
         ));
         assert!(matches!(
             decode_event::<Pod>(br#"{"type":"ADDED","object":{"metadata":{"name":5}}}"#),
-            Err(ReflectorError::DecodeObject(_))
+            Err(WireError::DecodeObject(_))
         ));
         assert!(matches!(
             decode_event::<Pod>(b"{\"type\":\"MODIFIED\",\"object\":{this is not json}"),
-            Err(ReflectorError::MalformedEvent(_))
+            Err(WireError::MalformedEvent(_))
         ));
     }
 
     /// A line as the apiserver writes it: `type` first.
     fn pod_line(ty: &str) -> Vec<u8> {
-        let pod = kinformer_sim::template::pod("ns-1", "web-1", 7);
+        let pod = crate::testing::POD.trim_end();
         format!(r#"{{"type":"{ty}","object":{pod}}}"#).into_bytes()
     }
 
@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn object_before_type_and_escaped_or_extra_keys_still_decode() {
-        let pod = kinformer_sim::template::pod("ns-1", "web-1", 7);
+        let pod: serde_json::Value = serde_json::from_str(crate::testing::POD).unwrap();
         let object_first = serde_json::to_vec(&serde_json::json!({"object": pod})).unwrap();
         // {"object":{..}} then ,"type":"MODIFIED"}: serde_json keeps the order given.
         let mut line = object_first[..object_first.len() - 1].to_vec();
@@ -348,11 +348,11 @@ mod tests {
         ));
         assert!(matches!(
             decode_event::<Pod>(br#"{"object":{}}"#),
-            Err(ReflectorError::MalformedEvent(_))
+            Err(WireError::MalformedEvent(_))
         ));
         assert!(matches!(
             decode_event::<Pod>(br#"{"type":"BOOKMARK"}"#),
-            Err(ReflectorError::MissingObject(_))
+            Err(WireError::MissingObject(_))
         ));
     }
 

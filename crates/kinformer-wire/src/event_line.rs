@@ -13,7 +13,7 @@ use serde::de::{
 
 use crate::event::BookmarkObject;
 use crate::object_decode::ObjectDecode;
-use crate::transport::StatusBody;
+use crate::status::StatusBody;
 
 /// The event types that carry an object of the watched kind.
 pub(crate) enum ObjectEvent {

@@ -8,7 +8,7 @@ use prost::Message;
 
 use super::messages;
 use super::object::{Unopened, open_envelope, type_meta};
-use crate::error::ReflectorError;
+use crate::error::WireError;
 
 /// One page of a protobuf LIST.
 #[derive(Debug)]
@@ -26,10 +26,10 @@ pub struct ListPage {
 }
 
 /// Opens one enveloped list page.
-pub fn decode_list(enveloped: Bytes) -> Result<ListPage, ReflectorError> {
+pub fn decode_list(enveloped: Bytes) -> Result<ListPage, WireError> {
     let (types, raw) = open_envelope(enveloped)?;
     let list = messages::PartialObjectMetadataList::decode(raw)
-        .map_err(|e| ReflectorError::MalformedList(format!("protobuf list: {e}")))?;
+        .map_err(|e| WireError::MalformedList(format!("protobuf list: {e}")))?;
     let meta = list.metadata.unwrap_or_default();
     let item_types = types.map(type_meta).map(|t| TypeMeta {
         kind: t.kind.strip_suffix("List").unwrap_or(&t.kind).to_string(),
@@ -49,7 +49,7 @@ pub fn decode_list_item<K>(
     item: Bytes,
     types: Option<TypeMeta>,
     skip_managed_fields: bool,
-) -> Result<PartialObjectMeta<K>, ReflectorError> {
+) -> Result<PartialObjectMeta<K>, WireError> {
     let len = item.len();
     // Opened before the scope; `types` is copied in it (a part allocated
     // before the scope would be missed by a whole release of the chunk).

@@ -23,12 +23,10 @@ use kube_core::PartialObjectMeta;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const JSON_LINE: &[u8] = include_bytes!(
-    "../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watch.json"
-);
-const WATCH_PB: &[u8] = include_bytes!(
-    "../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watchlist.pb"
-);
+const JSON_LINE: &[u8] =
+    include_bytes!("../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watch.json");
+const WATCH_PB: &[u8] =
+    include_bytes!("../../crates/kinformer-wire/tests/fixtures/protobuf/pod-metadata-watchlist.pb");
 
 fn first_frame() -> Bytes {
     next_frame(&mut BytesMut::from(WATCH_PB))

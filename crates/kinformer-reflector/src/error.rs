@@ -16,18 +16,10 @@ pub enum ReflectorError {
     /// connection refused; see [`ReflectorError::is_connection_refused`]).
     #[error("request failed: {0}")]
     Transport(#[source] kube::Error),
-    /// The server answered with an error status (HTTP or a watch `ERROR` event).
-    #[error("API error {code} {reason}: {message}")]
-    Api {
-        /// HTTP status code (from the `Status` object for watch events).
-        code: u16,
-        /// `Status.reason`, e.g. `Expired`.
-        reason: String,
-        /// `Status.message`.
-        message: String,
-        /// `Retry-After`, when the server sent one.
-        retry_after: Option<Duration>,
-    },
+    /// The server answered with an error status (HTTP or a watch `ERROR`
+    /// event).
+    #[error("API error {0}")]
+    Api(ApiStatus),
     /// Reading a response body failed midway.
     #[error("reading the response failed: {0}")]
     Body(String),
@@ -36,27 +28,12 @@ pub enum ReflectorError {
     /// (not even a bookmark).
     #[error("no answer from the server for {0:?}")]
     IdleTimeout(Duration),
-    /// A watch line is not a JSON watch event.
-    #[error("malformed watch event: {0}")]
-    MalformedEvent(String),
-    /// A watch event of a type this reflector does not know.
-    #[error("unknown watch event type {0:?}")]
-    UnknownEventType(String),
-    /// An ADDED/MODIFIED/DELETED event without an object.
-    #[error("watch event {0} without an object")]
-    MissingObject(String),
-    /// An object that could not be decoded as the informer's type.
-    #[error("could not decode object: {0}")]
-    DecodeObject(String),
-    /// An object without `metadata.name` (it cannot be cached).
-    #[error("object without metadata.name (namespace {namespace:?})")]
-    MissingName {
-        /// The namespace the object claimed.
-        namespace: Option<String>,
-    },
-    /// A LIST answer that is not a list.
-    #[error("malformed list response: {0}")]
-    MalformedList(String),
+    /// Bytes from the server that could not be decoded: a malformed watch
+    /// event or LIST page, an unknown event type, an event without an
+    /// object, an object that is not of the informer's type or has no name
+    /// ([`WireError`]).
+    #[error(transparent)]
+    Wire(#[from] WireError),
     /// The stream ended in the middle of a line.
     #[error("watch stream ended in the middle of an event")]
     TruncatedEvent,
@@ -90,28 +67,7 @@ pub enum ReflectorError {
 
 impl From<ApiStatus> for ReflectorError {
     fn from(st: ApiStatus) -> Self {
-        Self::Api {
-            code: st.code,
-            reason: st.reason,
-            message: st.message,
-            retry_after: st.retry_after,
-        }
-    }
-}
-
-/// Each decode error as the reflector's error of the same name (and the
-/// same metrics label).
-impl From<WireError> for ReflectorError {
-    fn from(e: WireError) -> Self {
-        match e {
-            WireError::MalformedEvent(m) => Self::MalformedEvent(m),
-            WireError::UnknownEventType(t) => Self::UnknownEventType(t),
-            WireError::MissingObject(t) => Self::MissingObject(t),
-            WireError::DecodeObject(m) => Self::DecodeObject(m),
-            WireError::MissingName { namespace } => Self::MissingName { namespace },
-            WireError::MalformedList(m) => Self::MalformedList(m),
-            other => Self::DecodeObject(other.to_string()),
-        }
+        Self::Api(st)
     }
 }
 
@@ -119,27 +75,34 @@ impl ReflectorError {
     /// The HTTP code of an API error.
     pub fn code(&self) -> Option<u16> {
         match self {
-            Self::Api { code, .. } => Some(*code),
+            Self::Api(st) => Some(st.code),
             _ => None,
         }
     }
 
-    /// 410 Gone / `Expired`: the requested resourceVersion is no longer available.
-    pub fn is_expired(&self) -> bool {
-        matches!(self, Self::Api { code, reason, .. }
-            if *code == 410 || reason == "Expired" || reason == "Gone")
+    /// The server's status, for an API error.
+    pub fn status(&self) -> Option<&ApiStatus> {
+        match self {
+            Self::Api(st) => Some(st),
+            _ => None,
+        }
     }
 
-    /// The requested resourceVersion is newer than the server's.
+    /// 410 Gone / `Expired` (see [`ApiStatus::is_expired`]).
+    pub fn is_expired(&self) -> bool {
+        self.status().is_some_and(ApiStatus::is_expired)
+    }
+
+    /// The requested resourceVersion is newer than the server's (see
+    /// [`ApiStatus::is_too_large_resource_version`]).
     pub fn is_too_large_resource_version(&self) -> bool {
-        matches!(self, Self::Api { code, message, reason, .. }
-            if (*code == 504 || reason == "Timeout")
-                && message.contains("Too large resource version"))
+        self.status()
+            .is_some_and(ApiStatus::is_too_large_resource_version)
     }
 
     /// 429 TooManyRequests.
     pub fn is_too_many_requests(&self) -> bool {
-        matches!(self, Self::Api { code: 429, .. })
+        self.status().is_some_and(ApiStatus::is_too_many_requests)
     }
 
     /// The server refused the connection (nothing listens yet).
@@ -166,15 +129,10 @@ impl ReflectorError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Transport(_) => "transport",
-            Self::Api { .. } => "api",
+            Self::Api(_) => "api",
             Self::Body(_) => "body",
             Self::IdleTimeout(_) => "idle_timeout",
-            Self::MalformedEvent(_) => "malformed_event",
-            Self::UnknownEventType(_) => "unknown_event_type",
-            Self::MissingObject(_) => "missing_object",
-            Self::DecodeObject(_) => "decode_object",
-            Self::MissingName { .. } => "missing_name",
-            Self::MalformedList(_) => "malformed_list",
+            Self::Wire(e) => e.kind(),
             Self::TruncatedEvent => "truncated_event",
             Self::VeryShortWatch(_) => "very_short_watch",
             Self::WatchListIncomplete => "watch_list_incomplete",
@@ -192,25 +150,18 @@ impl ReflectorError {
 mod tests {
     use super::*;
 
-    fn api(code: u16, reason: &str, message: &str) -> ReflectorError {
-        ReflectorError::Api {
+    #[test]
+    fn an_api_error_answers_for_its_status() {
+        let st = |code: u16, reason: &str| ApiStatus {
             code,
             reason: reason.into(),
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    #[test]
-    fn classifies_statuses() {
-        assert!(api(410, "Expired", "too old").is_expired());
-        assert!(api(500, "Gone", "").is_expired());
-        assert!(!api(500, "InternalError", "").is_expired());
-        assert!(
-            api(504, "Timeout", "Too large resource version: 9, current: 3")
-                .is_too_large_resource_version()
-        );
-        assert!(api(429, "TooManyRequests", "").is_too_many_requests());
-        assert!(!api(429, "", "").is_connection_refused());
+            ..ApiStatus::default()
+        };
+        assert!(ReflectorError::from(st(410, "Expired")).is_expired());
+        assert!(ReflectorError::from(st(429, "TooManyRequests")).is_too_many_requests());
+        assert_eq!(ReflectorError::from(st(503, "")).code(), Some(503));
+        let wire = ReflectorError::from(WireError::MalformedList("x".into()));
+        assert_eq!((wire.kind(), wire.code()), ("malformed_list", None));
+        assert!(!wire.is_expired() && !wire.is_connection_refused());
     }
 }

@@ -421,13 +421,20 @@ mod tests {
             }
             assert!(matches!(
                 decoded[2],
-                Err(ReflectorError::MissingName { .. })
+                Err(ReflectorError::Wire(
+                    kinformer_wire::WireError::MissingName { .. }
+                ))
             ));
             let items = vec![Bytes::from(object), Bytes::from(nameless)];
             let items = decoder.items(items).wait().await.unwrap();
             let item = items[0].as_ref().unwrap();
             objects.push((item.key().to_string(), Arc::clone(item.object())));
-            assert!(matches!(items[1], Err(ReflectorError::MissingName { .. })));
+            assert!(matches!(
+                items[1],
+                Err(ReflectorError::Wire(
+                    kinformer_wire::WireError::MissingName { .. }
+                ))
+            ));
             for (key, object) in objects {
                 assert_eq!(key, "n/a");
                 let data = object.data.as_ref();

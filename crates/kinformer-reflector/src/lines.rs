@@ -440,7 +440,9 @@ mod tests {
         let mut frames = Lines::frames(body, Duration::from_secs(5));
         assert!(matches!(
             frames.next_line().await,
-            Err(ReflectorError::MalformedEvent(_))
+            Err(ReflectorError::Wire(
+                kinformer_wire::WireError::MalformedEvent(_)
+            ))
         ));
     }
 }

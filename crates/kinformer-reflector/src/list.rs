@@ -16,6 +16,7 @@ use crate::events::Pending;
 use crate::metrics::bump;
 use crate::reflector::{Reflector, State, Stop, answered_within, is_protobuf, or_stop};
 use crate::transport::{read_body, send};
+use kinformer_wire::WireError;
 
 /// Items per decode batch of a LIST page (the decoder spreads a batch
 /// over the decode threads by key).
@@ -254,9 +255,9 @@ where
 fn protobuf_page(body: Bytes) -> Result<Page, ReflectorError> {
     let page = kinformer_wire::protobuf::decode_list(body)?;
     if page.resource_version.is_empty() {
-        return Err(ReflectorError::MalformedList(
-            "list without metadata.resourceVersion".into(),
-        ));
+        return Err(
+            WireError::MalformedList("list without metadata.resourceVersion".into()).into(),
+        );
     }
     Ok(Page {
         items: page.items,

@@ -41,6 +41,7 @@ use crate::metrics::{Counters, MetricsHandle, bump};
 use crate::object_decode::Decoders;
 use crate::target::ListWatchTarget;
 use crate::transport::{check, send};
+use kinformer_wire::WireError;
 
 /// Called with every error the reflector recovers from (client-go's
 /// `WatchErrorHandler`). Must not block.
@@ -351,10 +352,7 @@ where
                             || e.is_connection_refused()
                             || matches!(e, ReflectorError::IdleTimeout(_))
                         {
-                            let floor = match &e {
-                                ReflectorError::Api { retry_after, .. } => *retry_after,
-                                _ => None,
-                            };
+                            let floor = e.status().and_then(|st| st.retry_after);
                             self.sleep_backoff(st, token, floor).await?;
                             continue;
                         }
@@ -506,7 +504,7 @@ where
                     resource_version,
                 } = match item {
                     Ok(ev) => ev,
-                    Err(e @ ReflectorError::MalformedEvent(_)) => {
+                    Err(e @ ReflectorError::Wire(WireError::MalformedEvent(_))) => {
                         self.push_run(st, &mut run, &mut rv)?;
                         self.report(&e);
                         return Ok(WatchEnd::Relist);
@@ -640,7 +638,7 @@ where
                         self.report(&e);
                         return Ok(None);
                     }
-                    Err(e @ ReflectorError::MalformedEvent(_)) => {
+                    Err(e @ ReflectorError::Wire(WireError::MalformedEvent(_))) => {
                         self.report(&e);
                         return Ok(None);
                     }

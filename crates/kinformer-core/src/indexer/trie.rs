@@ -17,7 +17,7 @@
 
 use std::alloc::Layout;
 use std::borrow::Borrow;
-use std::mem::ManuallyDrop;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 
 /// Bits of the hash consumed per level: 64 children per node, so a million
@@ -202,13 +202,9 @@ impl<K, V> Buffer<K, V> {
         let len32 = u32::try_from(len)
             .expect("a node holds at most 64 slots, or one per full-hash collision");
         let ptr = match layout::<K, V>(len) {
-            Some(layout) => {
-                // SAFETY: the layout's size is not zero (`layout` returns
-                // `None` for an empty buffer).
-                let ptr = unsafe { std::alloc::alloc(layout) };
-                NonNull::new(ptr)
-                    .unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
-                    .cast()
+            Some(_) => {
+                let slots = Box::<[Slot<K, V>]>::new_uninit_slice(len);
+                NonNull::from(Box::leak(slots)).cast()
             }
             None => NonNull::dangling(),
         };
@@ -245,10 +241,15 @@ fn leak<K, V>(mut slots: Vec<Slot<K, V>>) -> (NonNull<Slot<K, V>>, u32) {
 /// # Safety
 /// `slots` came from a [`Buffer`] and is reachable by nobody any more.
 unsafe fn free_slots<K, V>((ptr, len): (NonNull<Slot<K, V>>, u32)) {
-    if let Some(layout) = layout::<K, V>(len as usize) {
-        // SAFETY: the caller's contract; the buffer was allocated with this
-        // layout by `Buffer::allocate`, from the global allocator.
-        unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), layout) };
+    if layout::<K, V>(len as usize).is_some() {
+        let slots = std::ptr::slice_from_raw_parts_mut(
+            ptr.as_ptr().cast::<MaybeUninit<Slot<K, V>>>(),
+            len as usize,
+        );
+        // SAFETY: the caller's contract; `Buffer::allocate` made this box of
+        // `len` slots and leaked it. Dropping `MaybeUninit` slots drops
+        // nothing.
+        drop(unsafe { Box::from_raw(slots) });
     }
 }
 

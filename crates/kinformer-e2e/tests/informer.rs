@@ -41,7 +41,7 @@ async fn configmaps_in_new_namespace(prefix: &str) -> (Client, String, Api<Confi
 async fn factory(client: &Client, ns: &str) -> SharedInformerFactory {
     SharedInformerFactory::builder(client.clone())
         .namespace(ns)
-        .runtime(tokio::runtime::Handle::current())
+        .tuning(kinformer::Tuning::default().runtime(tokio::runtime::Handle::current()))
         .build()
 }
 
@@ -267,7 +267,7 @@ async fn skipping_managed_fields_caches_what_the_server_sent_without_them() {
     let whole = factory(&client, &ns).await;
     let skipping = SharedInformerFactory::builder(client.clone())
         .namespace(&ns)
-        .runtime(tokio::runtime::Handle::current())
+        .tuning(kinformer::Tuning::default().runtime(tokio::runtime::Handle::current()))
         .reflector_config(ReflectorConfig::default().skip_managed_fields(true))
         .build();
     let (typed, typed_skipping) = (
@@ -341,7 +341,7 @@ async fn a_protobuf_metadata_informer_caches_what_a_json_one_does() {
     let with_config = |config: ReflectorConfig| {
         SharedInformerFactory::builder(client.clone())
             .namespace(&ns)
-            .runtime(tokio::runtime::Handle::current())
+            .tuning(kinformer::Tuning::default().runtime(tokio::runtime::Handle::current()))
             .reflector_config(config)
             .build()
     };
@@ -532,7 +532,7 @@ async fn direct_watches_over_tls_follow_the_real_server() {
         }
         let f = SharedInformerFactory::builder(client.clone())
             .namespace(&ns)
-            .runtime(tokio::runtime::Handle::current())
+            .tuning(kinformer::Tuning::default().runtime(tokio::runtime::Handle::current()))
             .reflector_config(ReflectorConfig::default().watch_list(watch_list))
             .direct_watches(direct.clone())
             .build();

@@ -89,7 +89,7 @@ fn factory(client: &Client, ns: &str, errors: &Errors) -> SharedInformerFactory 
     let errors = Arc::clone(errors);
     SharedInformerFactory::builder(client.clone())
         .namespace(ns)
-        .runtime(tokio::runtime::Handle::current())
+        .tuning(kinformer::Tuning::default().runtime(tokio::runtime::Handle::current()))
         .reflector_config(
             ReflectorConfig::default().backoff(
                 BackoffConfig::default()

@@ -26,6 +26,7 @@ use crate::health::{DEFAULT_STALE_AFTER, FactoryHealth, InformerHealth};
 use crate::managed::{Managed, ManagedInformer};
 use crate::metrics::FactoryCollector;
 use crate::options::{InformerOptions, MetaTransform};
+use crate::tuning::Tuning;
 
 /// Configures a [`SharedInformerFactory`].
 pub struct FactoryBuilder {
@@ -37,12 +38,9 @@ pub struct FactoryBuilder {
     drop_managed_fields: bool,
     on_watch_error: Option<WatchErrorHandler>,
     direct: Option<DirectWatch>,
-    threads: usize,
-    decode_threads: usize,
-    compact_objects: bool,
+    tuning: Tuning,
     builtin_indexes: bool,
     release_whole: bool,
-    runtime: Option<Handle>,
     stale_after: Duration,
 }
 
@@ -134,26 +132,10 @@ impl FactoryBuilder {
         self
     }
 
-    /// Processor threads per informer (default: available cores).
-    pub fn threads_per_informer(mut self, n: usize) -> Self {
-        self.threads = n.max(1);
-        self
-    }
-
-    /// Threads of the decode pool shared by the factory's reflectors
-    /// (default: available cores; 0 decodes on the reflector's task).
-    pub fn decode_threads(mut self, n: usize) -> Self {
-        self.decode_threads = n;
-        self
-    }
-
-    /// Store a deep clone of each decoded object instead of the object
-    /// itself (default off). The reflector's decoder already allocates every
-    /// list at its exact size (see `kinformer_reflector::json`); the clone
-    /// only helps when a transform leaves slack behind (a list grown by
-    /// `push`, say). Runs on the decode threads, after the transforms.
-    pub fn compact_objects(mut self, on: bool) -> Self {
-        self.compact_objects = on;
+    /// Threads, runtime and object layout (see [`Tuning`]; the defaults
+    /// are what the load test measures).
+    pub fn tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
         self
     }
 
@@ -164,7 +146,7 @@ impl FactoryBuilder {
     /// chunk back at once and forgets the object, instead of walking its
     /// tree to free each part (see `kinformer_alloc::whole`; 1.16× per
     /// typed Pod replaced in `--bench replace`). Informers with a transform
-    /// or [`compact_objects`](Self::compact_objects) never do.
+    /// or [`Tuning::compact_objects`] never do.
     ///
     /// # Safety
     /// - Every `K` given to [`SharedInformerFactory::informer`] owns every
@@ -188,21 +170,6 @@ impl FactoryBuilder {
     /// (default on; the namespaced lister and label lists use them).
     pub fn builtin_indexes(mut self, on: bool) -> Self {
         self.builtin_indexes = on;
-        self
-    }
-
-    /// The tokio runtime reflectors run on (default: the current one at
-    /// [`SharedInformerFactory::start`], else a small runtime of its own).
-    ///
-    /// kube-apiserver writes each watch event of 2 KiB or more as an HTTP
-    /// chunk of its own, and hyper's client hands each chunk from the
-    /// connection's task to the body's reader: on a multi-worker runtime
-    /// that is often a wake-up of another thread per event. For informers
-    /// of many changes per second, a runtime of one worker for the
-    /// reflectors alone took 0.6–0.8× the CPU per update on the reflector's
-    /// side of the load test's two-worker runtime.
-    pub fn runtime(mut self, handle: Handle) -> Self {
-        self.runtime = Some(handle);
         self
     }
 
@@ -230,14 +197,12 @@ impl FactoryBuilder {
                 },
                 on_watch_error: self.on_watch_error,
                 direct: self.direct,
-                threads: self.threads,
-                decode_threads: self.decode_threads,
+                runtime: Mutex::new(self.tuning.runtime.clone()),
+                tuning: self.tuning,
                 decode_pool: Mutex::new(None),
-                compact_objects: self.compact_objects,
                 builtin_indexes: self.builtin_indexes,
                 release_whole: self.release_whole,
                 stale_after: self.stale_after,
-                runtime: Mutex::new(self.runtime),
                 owned_runtime: Mutex::new(None),
                 informers: Mutex::new(Vec::new()),
                 transforms: Mutex::new(HashMap::new()),
@@ -268,10 +233,8 @@ struct Inner {
     reflector: ReflectorConfig,
     on_watch_error: Option<WatchErrorHandler>,
     direct: Option<DirectWatch>,
-    threads: usize,
-    decode_threads: usize,
+    tuning: Tuning,
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
-    compact_objects: bool,
     builtin_indexes: bool,
     release_whole: bool,
     stale_after: Duration,
@@ -383,12 +346,9 @@ impl SharedInformerFactory {
             drop_managed_fields: false,
             on_watch_error: None,
             direct: None,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            decode_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            compact_objects: false,
+            tuning: Tuning::default(),
             builtin_indexes: true,
             release_whole: false,
-            runtime: None,
             stale_after: DEFAULT_STALE_AFTER,
         }
     }
@@ -516,7 +476,7 @@ impl SharedInformerFactory {
         }
         let mut builder = SharedIndexInformer::<K>::builder()
             .name(thread_prefix(&target))
-            .threads(inner.threads)
+            .threads(inner.tuning.threads)
             .default_resync(inner.resync);
         if inner.builtin_indexes {
             builder = builder.indexers(builtin_indexers());
@@ -528,7 +488,7 @@ impl SharedInformerFactory {
             .and_then(|t| t.downcast_ref::<Transform<K>>())
             .cloned();
         let meta = inner.meta_transform.clone();
-        let compact = inner.compact_objects;
+        let compact = inner.tuning.compact_objects;
         let transformed = typed.is_some() || meta.is_some() || compact;
         if transformed {
             builder = builder.transform(move |mut obj: K| {
@@ -597,12 +557,12 @@ impl SharedInformerFactory {
 
     /// The shared decode pool, started on first use (`None`: decode inline).
     fn decode_pool(&self) -> Option<Arc<DecodePool>> {
-        if self.inner.decode_threads == 0 {
+        if self.inner.tuning.decode_threads == 0 {
             return None;
         }
         let mut pool = self.inner.decode_pool.lock();
         if pool.is_none() {
-            match DecodePool::new(self.inner.decode_threads, "kinformer-decode") {
+            match DecodePool::new(self.inner.tuning.decode_threads, "kinformer-decode") {
                 Ok(p) => *pool = Some(p),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not start decode threads; decoding inline");

@@ -13,6 +13,7 @@
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed reads of the cache;
 //! - [`health`]: each informer's health, readiness and liveness answers;
 //! - [`metrics`]: Prometheus exposition of every informer's counters;
+//! - [`tuning`]: [`Tuning`], the performance knobs and when to touch them;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
 //! - [`error`]: factory errors ([`FactoryError`]).
 //!
@@ -54,12 +55,14 @@ pub mod lister;
 pub mod managed;
 pub mod metrics;
 pub mod options;
+pub mod tuning;
 
 pub use error::FactoryError;
 pub use factory::{FactoryBuilder, SharedInformerFactory};
 pub use health::{FactoryHealth, InformerHealth, Probe};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
+pub use tuning::Tuning;
 
 /// Object arenas: the opt-in global allocator for decoded objects.
 pub mod alloc {

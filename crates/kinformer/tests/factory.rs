@@ -68,7 +68,7 @@ fn fast() -> ReflectorConfig {
 
 fn factory(client: Client) -> SharedInformerFactory {
     SharedInformerFactory::builder(client)
-        .threads_per_informer(1)
+        .tuning(kinformer::Tuning::default().threads_per_informer(1))
         .reflector_config(fast())
         .build()
 }
@@ -157,7 +157,7 @@ async fn filled_sim_and_stripping_factory() -> (RunningSim, SharedInformerFactor
     let (sim, client) = sim().await;
     fill(&sim);
     let f = SharedInformerFactory::builder(client)
-        .threads_per_informer(1)
+        .tuning(kinformer::Tuning::default().threads_per_informer(1))
         .reflector_config(fast())
         .transform_meta(kinformer::strip_managed_fields)
         .build();
@@ -383,7 +383,7 @@ async fn from_config_watches_on_connections_of_its_own() {
     cfg.default_retry = false;
     let f = kinformer::FactoryBuilder::from_config(cfg)
         .unwrap()
-        .threads_per_informer(1)
+        .tuning(kinformer::Tuning::default().threads_per_informer(1))
         .reflector_config(fast())
         .build();
     let pods = f.informer::<Pod>();
@@ -469,7 +469,7 @@ async fn drop_managed_fields_skips_them_in_typed_and_metadata_informers() {
     let (sim, client) = sim().await;
     fill(&sim);
     let f = SharedInformerFactory::builder(client)
-        .threads_per_informer(1)
+        .tuning(kinformer::Tuning::default().threads_per_informer(1))
         // Set after: the reflector settings do not undo it.
         .drop_managed_fields()
         .reflector_config(fast())

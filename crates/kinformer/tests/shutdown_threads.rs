@@ -40,7 +40,7 @@ fn blocking_shutdown_joins_every_thread_and_task() {
     assert!(before > 0, "needs /proc");
     // No current runtime here: the factory runs its reflectors on its own.
     let f = SharedInformerFactory::builder(client)
-        .threads_per_informer(2)
+        .tuning(kinformer::Tuning::default().threads_per_informer(2))
         .build();
     let pods = f.informer::<Pod>();
     let _ = f.informer::<ConfigMap>();

@@ -13,7 +13,9 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::{DirectWatch, SharedIndexInformer, SharedInformerFactory, strip_managed_fields};
+use kinformer::{
+    DirectWatch, SharedIndexInformer, SharedInformerFactory, Tuning, strip_managed_fields,
+};
 use kube::api::{Api, PartialObjectMeta};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::WatchStreamExt;
@@ -619,8 +621,17 @@ fn start_kinformer<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let mut b = SharedInformerFactory::builder(client.client.clone())
+    let mut tuning = Tuning::default()
         .runtime(rt.handle().clone())
+        .compact_objects(args.compact);
+    if let Some(t) = args.threads {
+        tuning = tuning.threads_per_informer(t);
+    }
+    if let Some(t) = args.decode_threads {
+        tuning = tuning.decode_threads(t);
+    }
+    let mut b = SharedInformerFactory::builder(client.client.clone())
+        .tuning(tuning)
         .builtin_indexes(!args.no_builtin_indexes);
     if let Some(ns) = server.namespace() {
         b = b.namespace(ns);
@@ -628,13 +639,6 @@ where
     if args.transform == TransformArg::StripManagedFields {
         b = b.transform_meta(strip_managed_fields);
     }
-    if let Some(t) = args.threads {
-        b = b.threads_per_informer(t);
-    }
-    if let Some(t) = args.decode_threads {
-        b = b.decode_threads(t);
-    }
-    b = b.compact_objects(args.compact);
     if let Some(direct) = &client.direct {
         b = b.direct_watches(direct.clone());
     }

@@ -165,7 +165,7 @@ pub struct LoadtestArgs {
     #[arg(long, value_enum, default_value_t = SimWatchChunks::Apiserver)]
     pub sim_watch_chunks: SimWatchChunks,
     /// Worker threads of a tokio runtime of their own for kinformer's
-    /// reflectors (`FactoryBuilder::runtime`); 0, the library's default,
+    /// reflectors (`Tuning::runtime`); 0, the library's default,
     /// runs them on the load test's two-worker runtime, where kube-rs runs.
     #[arg(long, default_value_t = 0)]
     pub reflector_workers: usize,
@@ -181,7 +181,7 @@ pub struct LoadtestArgs {
     /// (kube-rs's Store has none).
     #[arg(long)]
     pub no_builtin_indexes: bool,
-    /// Cache a deep clone of each decoded object (`compact_objects(true)`;
+    /// Cache a deep clone of each decoded object (`Tuning::compact_objects`;
     /// off by default: the decoder already allocates lists at their exact
     /// size).
     #[arg(long)]

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::panic::caught_panic_message;
 use std::sync::Arc;
 
 use kube_core::Resource;
@@ -160,7 +162,7 @@ impl<K> IndexFn<K> {
             Ok(Err(e)) => Err(e),
             Err(panic) => Err(InformerError::IndexFn(format!(
                 "panicked: {}",
-                panic_message(&panic)
+                caught_panic_message(panic)
             ))),
         }
     }
@@ -224,17 +226,6 @@ pub fn label_value(key: &str, value: &str) -> String {
     s.push('=');
     s.push_str(value);
     s
-}
-
-/// Best-effort text of a caught panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
 }
 
 /// A set of named index functions.

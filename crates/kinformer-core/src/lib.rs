@@ -33,6 +33,7 @@ pub mod indexer;
 pub mod informer;
 pub mod key;
 pub mod latency;
+pub mod panic;
 mod processor;
 pub mod reclaimer;
 pub mod registration;

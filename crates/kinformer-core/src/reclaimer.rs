@@ -20,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::delta::DeletedObject;
 use crate::handler::Notification;
-use crate::index::panic_message;
 use crate::key::ObjectKey;
+use crate::panic::caught_panic_message;
 
 /// Takes objects the informer no longer references, to drop them where the
 /// caller chooses (typically on the thread that allocated them).
@@ -110,7 +110,7 @@ impl<K> Drop for LastReferences<'_, K> {
         // abort a drop already unwinding): what it held is dropped here.
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| reclaimer.reclaim(objects))) {
             tracing::error!(
-                panic = %panic_message(&*panic),
+                panic = %caught_panic_message(panic),
                 "reclaimer panicked; its objects were dropped in place"
             );
         }

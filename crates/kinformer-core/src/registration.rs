@@ -20,10 +20,10 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::coalesce::Coalesced;
 use crate::handler::{Notification, ResourceEventHandler};
-use crate::index::panic_message;
 use crate::indexer::Snapshot;
 use crate::key::ObjectKey;
 use crate::latency::{self, Histogram, LatencyHistogram};
+use crate::panic::caught_panic_message;
 use crate::reclaimer::{LastReferences, ReclaimerSlot};
 use crate::synced::SyncSignal;
 
@@ -387,7 +387,7 @@ impl<K: Send + Sync + 'static> Registration<K> {
             self.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(
                 registration = self.id,
-                panic = %panic_message(&*panic),
+                panic = %caught_panic_message(panic),
                 "event handler panicked; the informer and other handlers continue"
             );
         }

@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use kinformer_alloc::spare::SpareKeeper;
+use kinformer_core::panic::caught_panic_message;
 use kinformer_core::{ObjectKey, Reclaimer};
 use kube_core::Resource;
 use parking_lot::Mutex;
@@ -240,19 +241,10 @@ pub unsafe fn release_or_drop<K: Resource>(object: K) {
 fn work(rx: &Receiver<Job>) {
     while let Ok(job) = rx.recv() {
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
-            let msg = panic_message(p.as_ref());
+            let msg = caught_panic_message(p);
             tracing::error!(panic = %msg, "decode job panicked");
         }
     }
-}
-
-/// The message of a caught panic's payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
 }
 
 impl Drop for DecodePool {

@@ -13,12 +13,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kinformer_core::panic::caught_panic_message;
 use kinformer_core::{DeltaFifo, Prepared};
 use kube_core::{Resource, TypeMeta};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
-use crate::decode::{DecodePool, panic_message};
+use crate::decode::DecodePool;
 use crate::error::ReflectorError;
 use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
@@ -161,7 +162,7 @@ where
     ) -> Pending<Result<T, ReflectorError>> {
         let f = move |fifo: &DeltaFifo<K>, b: &Bytes| {
             catch_unwind(AssertUnwindSafe(|| f(fifo, b))).unwrap_or_else(|p| {
-                let msg = panic_message(p.as_ref());
+                let msg = caught_panic_message(p);
                 tracing::error!(panic = %msg, "decoding an object panicked; skipped");
                 Err(ReflectorError::DecodePanicked(msg))
             })
@@ -386,6 +387,48 @@ mod tests {
     use kinformer_core::Indexer;
 
     use super::*;
+
+    /// A batch part whose decode thread went away without answering (its
+    /// reply dropped) fails the whole batch with `DecodeWorkerLost`, one
+    /// part or several, rather than hanging or dropping inputs silently.
+    #[tokio::test]
+    async fn a_part_whose_worker_is_lost_fails_the_batch() {
+        let (answered, rx_ok) = oneshot::channel::<Vec<u8>>();
+        let (lost, rx_lost) = oneshot::channel::<Vec<u8>>();
+        answered.send(vec![1]).unwrap();
+        drop(lost);
+        let two = Pending::InFlight {
+            len: 2,
+            parts: vec![(vec![0], rx_ok), (vec![1], rx_lost)],
+        };
+        assert!(matches!(
+            two.wait().await,
+            Err(ReflectorError::DecodeWorkerLost)
+        ));
+        let (lost, rx_lost) = oneshot::channel::<Vec<u8>>();
+        drop(lost);
+        let one = Pending::InFlight {
+            len: 1,
+            parts: vec![(vec![0], rx_lost)],
+        };
+        assert!(matches!(
+            one.wait().await,
+            Err(ReflectorError::DecodeWorkerLost)
+        ));
+        // A part that answers short of its positions is a lost input too.
+        let (short, rx_short) = oneshot::channel::<Vec<u8>>();
+        let (full, rx_full) = oneshot::channel::<Vec<u8>>();
+        short.send(vec![]).unwrap();
+        full.send(vec![2]).unwrap();
+        let gap = Pending::InFlight {
+            len: 2,
+            parts: vec![(vec![0], rx_short), (vec![1], rx_full)],
+        };
+        assert!(matches!(
+            gap.wait().await,
+            Err(ReflectorError::DecodeWorkerLost)
+        ));
+    }
 
     /// The decode jobs apply the informer's transform (and only when it has
     /// one) to watch lines (`type` first, and `object` first: the two-pass

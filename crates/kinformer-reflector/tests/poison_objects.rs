@@ -110,3 +110,71 @@ async fn a_poison_object_through_watch_and_relist_is_skipped_on_the_decode_pool(
 async fn a_poison_object_through_watch_and_relist_is_skipped_decoding_inline() {
     a_poison_object_through_watch_and_relist_is_skipped(false).await;
 }
+
+/// A panic payload whose own `Drop` panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panicked too");
+    }
+}
+
+/// Pods, except that decoding the one named `poison` panics with a
+/// [`Bomb`].
+struct BombDecode;
+
+impl ObjectDecode<Pod> for BombDecode {
+    fn deserialize<'de, D: Deserializer<'de>>(de: D, skip: bool) -> Result<Pod, D::Error> {
+        let pod: Pod = <SerdeDecode as ObjectDecode<Pod>>::deserialize(de, skip)?;
+        if pod.metadata.name.as_deref() == Some("poison") {
+            std::panic::panic_any(Bomb);
+        }
+        Ok(pod)
+    }
+}
+
+/// A poison object whose panic payload panics again when dropped is
+/// skipped like any other: the second panic never reaches the decode
+/// thread or the reflector's task.
+async fn a_poison_whose_payload_panics_on_drop_is_skipped(pooled: bool) {
+    let script = Arc::new(Script::default());
+    script
+        .list(Reply::Json(list(
+            10,
+            vec![pod("a", 5), pod("poison", 6)],
+            None,
+        )))
+        .watch(Reply::lines_then_hang(vec![
+            event("ADDED", pod("poison", 11)),
+            event("ADDED", pod("b", 12)),
+        ]));
+    let addr = fake_server(script.clone()).await;
+    let h = Harness::start_decoding(
+        client(addr),
+        fast(false),
+        pool(pooled),
+        Decoders::with::<BombDecode>(),
+    );
+    eventually("the watch after the list", || {
+        h.cache() == kv(&[("a", 5), ("b", 12)])
+    })
+    .await;
+    assert!(!h.task.is_finished(), "the reflector is still running");
+    assert_eq!(
+        h.metrics.get().decode_errors,
+        2,
+        "once in the list, once in the watch"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_whose_payload_panics_on_drop_is_skipped_on_the_decode_pool() {
+    a_poison_whose_payload_panics_on_drop_is_skipped(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_whose_payload_panics_on_drop_is_skipped_decoding_inline() {
+    a_poison_whose_payload_panics_on_drop_is_skipped(false).await;
+}

@@ -427,8 +427,7 @@ fn resource_and_selector(
         p.label_selector.as_deref(),
         p.field_selector.as_deref(),
         def.supports_node_name(),
-    )
-    .map_err(|e| ApiError::bad_request(e.0))?;
+    )?;
     Ok((def, sel))
 }
 

@@ -1,11 +1,7 @@
 //! Label and field selectors, parsed like k8s.io/apimachinery `labels.Parse` and `fields.ParseSelector`.
 
 use crate::object::ObjMeta;
-
-/// A selector parse error (rendered as a 400 `Status`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SelectorError(pub String);
+use crate::status::ApiError;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +75,7 @@ impl Selector {
         label: Option<&str>,
         field: Option<&str>,
         node_name: bool,
-    ) -> Result<Self, SelectorError> {
+    ) -> Result<Self, ApiError> {
         Ok(Selector {
             labels: label.map(parse_labels).transpose()?.unwrap_or_default(),
             fields: field
@@ -109,7 +105,7 @@ impl Selector {
 }
 
 /// Parse a field selector (`a=b`, `a==b`, `a!=b`, comma separated).
-pub fn parse_fields(s: &str, node_name: bool) -> Result<Vec<FieldReq>, SelectorError> {
+pub fn parse_fields(s: &str, node_name: bool) -> Result<Vec<FieldReq>, ApiError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, value, negate) = if let Some((k, v)) = part.split_once("!=") {
@@ -119,7 +115,7 @@ pub fn parse_fields(s: &str, node_name: bool) -> Result<Vec<FieldReq>, SelectorE
         } else if let Some((k, v)) = part.split_once('=') {
             (k, v, false)
         } else {
-            return Err(SelectorError(format!(
+            return Err(ApiError::bad_request(format!(
                 "invalid selector: '{s}'; can't understand '{part}'"
             )));
         };
@@ -127,7 +123,11 @@ pub fn parse_fields(s: &str, node_name: bool) -> Result<Vec<FieldReq>, SelectorE
             "metadata.name" => Field::Name,
             "metadata.namespace" => Field::Namespace,
             "spec.nodeName" if node_name => Field::NodeName,
-            other => return Err(SelectorError(format!("field label not supported: {other}"))),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {other}"
+                )));
+            }
         };
         out.push(FieldReq {
             field,
@@ -152,7 +152,7 @@ enum Tok {
     Comma,
 }
 
-fn tokenize(s: &str) -> Result<Vec<Tok>, SelectorError> {
+fn tokenize(s: &str) -> Result<Vec<Tok>, ApiError> {
     let mut out = Vec::new();
     let mut chars = s.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -228,19 +228,19 @@ fn valid_key(k: &str) -> bool {
 }
 
 /// Parse a label selector.
-pub fn parse_labels(s: &str) -> Result<Vec<LabelReq>, SelectorError> {
+pub fn parse_labels(s: &str) -> Result<Vec<LabelReq>, ApiError> {
     let toks = tokenize(s)?;
-    let err = |m: &str| SelectorError(format!("unable to parse requirement: {m}"));
+    let err = |m: &str| ApiError::bad_request(format!("unable to parse requirement: {m}"));
     let mut out = Vec::new();
     let mut i = 0;
-    let key_at = |i: usize| -> Result<String, SelectorError> {
+    let key_at = |i: usize| -> Result<String, ApiError> {
         match toks.get(i) {
             Some(Tok::Ident(k)) if valid_key(k) => Ok(k.clone()),
             Some(Tok::Ident(k)) => Err(err(&format!("invalid label key \"{k}\""))),
             _ => Err(err("found unexpected token, expected: identifier")),
         }
     };
-    let value_ok = |v: &str| -> Result<String, SelectorError> {
+    let value_ok = |v: &str| -> Result<String, ApiError> {
         if valid_value(v) {
             Ok(v.to_string())
         } else {

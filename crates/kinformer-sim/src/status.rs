@@ -88,8 +88,10 @@ pub struct Details {
     pub retry_after_seconds: Option<u64>,
 }
 
-/// An API error, rendered as a Kubernetes `Status` body.
+/// An API error, rendered as a Kubernetes `Status` body: the simulator's one
+/// error type (a bad selector is a 400 `BadRequest`, say).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 #[error("{reason:?} ({code}): {message}", code = reason.code())]
 pub struct ApiError {
     /// The status reason.

@@ -34,10 +34,10 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::delta::{DeletedObject, Delta, Deltas};
 use crate::error::InformerError;
-use crate::index::panic_message;
 use crate::indexer::{EarlyDigest, Indexer};
 use crate::key::ObjectKey;
 use crate::latency;
+use crate::panic::caught_panic_message;
 use crate::synced::SyncSignal;
 
 /// How long [`DeltaFifo::pop_batch`] waits for a batch to fill while a full
@@ -350,7 +350,7 @@ impl<K: Resource> DeltaFifo<K> {
                 self.counters
                     .transform_panics
                     .fetch_add(1, Ordering::Relaxed);
-                let msg = panic_message(&*p);
+                let msg = caught_panic_message(p);
                 tracing::error!(panic = %msg, "transform panicked; object dropped");
                 InformerError::TransformPanicked(msg)
             })?,

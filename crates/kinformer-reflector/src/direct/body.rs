@@ -5,14 +5,14 @@
 //! data at a time, cut out of the buffer without a copy) and reads the
 //! socket only when the buffer has nothing left, 64 KiB at a time.
 
-use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::Frame;
-use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::ReflectorError;
 
 /// Free space the buffer is given before a read of the socket.
 const READ_SIZE: usize = 64 * 1024;
@@ -26,18 +26,11 @@ pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-/// Why a [`DirectBody`] could not be read to its end.
-#[derive(Debug, Error)]
-pub enum DirectBodyError {
-    /// The connection failed.
-    #[error("reading the connection: {0}")]
-    Io(#[from] io::Error),
-    /// The chunked encoding is malformed.
-    #[error("malformed chunked body: {0}")]
-    Chunked(&'static str),
-    /// The server closed the connection before the body's end.
-    #[error("connection closed before the end of the body")]
-    Closed,
+/// A body that could not be read to its end: a [`ReflectorError::Body`]
+/// saying why (the connection failed, the chunked encoding is malformed, or
+/// the server closed the connection before the body's end).
+fn body_error(why: impl std::fmt::Display) -> ReflectorError {
+    ReflectorError::Body(why.to_string())
 }
 
 /// How the body's end is found (RFC 9112, section 6.3).
@@ -92,7 +85,7 @@ impl DirectBody {
 
     /// The next data the buffer holds; `None` when more bytes are needed
     /// (or the body has ended).
-    fn decode(&mut self) -> Result<Option<Bytes>, DirectBodyError> {
+    fn decode(&mut self) -> Result<Option<Bytes>, ReflectorError> {
         loop {
             match self.framing {
                 Framing::Done => return Ok(None),
@@ -120,7 +113,7 @@ impl DirectBody {
     }
 
     /// One step of the chunked decoding from `state`.
-    fn chunked(&mut self, state: Chunk) -> Result<Step, DirectBodyError> {
+    fn chunked(&mut self, state: Chunk) -> Result<Step, ReflectorError> {
         Ok(match state {
             Chunk::Size => match httparse::parse_chunk_size(&self.buf) {
                 Ok(httparse::Status::Complete((used, size))) => {
@@ -131,11 +124,13 @@ impl DirectBody {
                     }))
                 }
                 Ok(httparse::Status::Partial) if self.buf.len() > MAX_LINE => {
-                    return Err(DirectBodyError::Chunked("chunk-size line too long"));
+                    return Err(body_error(
+                        "malformed chunked body: chunk-size line too long",
+                    ));
                 }
                 Ok(httparse::Status::Partial) => Step::More,
                 Err(httparse::InvalidChunkSize) => {
-                    return Err(DirectBodyError::Chunked("invalid chunk size"));
+                    return Err(body_error("malformed chunked body: invalid chunk size"));
                 }
             },
             Chunk::Data(left) => match take(&mut self.buf, left) {
@@ -155,7 +150,11 @@ impl DirectBody {
                     self.buf.advance(2);
                     Step::Next(Framing::Chunked(Chunk::Size))
                 }
-                Some(_) => return Err(DirectBodyError::Chunked("chunk data without its CRLF")),
+                Some(_) => {
+                    return Err(body_error(
+                        "malformed chunked body: chunk data without its CRLF",
+                    ));
+                }
             },
             Chunk::Trailers => match memchr::memmem::find(&self.buf, b"\r\n") {
                 // The empty line ends the body; trailer fields are skipped.
@@ -168,7 +167,7 @@ impl DirectBody {
                     Step::Next(Framing::Chunked(Chunk::Trailers))
                 }
                 None if self.buf.len() > MAX_LINE => {
-                    return Err(DirectBodyError::Chunked("trailer line too long"));
+                    return Err(body_error("malformed chunked body: trailer line too long"));
                 }
                 None => Step::More,
             },
@@ -195,12 +194,12 @@ fn take(buf: &mut BytesMut, left: u64) -> Option<Bytes> {
 
 impl http_body::Body for DirectBody {
     type Data = Bytes;
-    type Error = DirectBodyError;
+    type Error = ReflectorError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, DirectBodyError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, ReflectorError>>> {
         let this = self.get_mut();
         loop {
             match this.decode() {
@@ -227,12 +226,16 @@ impl http_body::Body for DirectBody {
                 }
                 Ok(0) => {
                     this.framing = Framing::Done;
-                    return Poll::Ready(Some(Err(DirectBodyError::Closed)));
+                    return Poll::Ready(Some(Err(body_error(
+                        "connection closed before the end of the body",
+                    ))));
                 }
                 Ok(_) => {}
                 Err(e) => {
                     this.framing = Framing::Done;
-                    return Poll::Ready(Some(Err(e.into())));
+                    return Poll::Ready(Some(Err(body_error(format_args!(
+                        "reading the connection: {e}"
+                    )))));
                 }
             }
         }

@@ -21,7 +21,7 @@ use kube::client::{Body, ConfigExt};
 use tower::util::BoxService;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
-pub use body::{DirectBody, DirectBodyError};
+pub use body::DirectBody;
 use conn::Connect;
 
 use crate::error::ReflectorError;

@@ -1,7 +1,11 @@
-//! Controller building blocks on top of kinformer, starting with the work
-//! queue: client-go's `util/workqueue` semantics (stingy, fair, never one item
-//! to two workers at once), two priorities without starvation, delayed and
-//! rate-limited adds, and client-go's metrics.
+//! The controller half of kinformer: a client-go style work queue and a
+//! reconcile loop over kinformer's informers, with an async event stream.
+//!
+//! ```text
+//!  informers ──handlers (triggers)──► WorkQueue ──► Controller: async reconcile (tokio, N at once)
+//!      │                                 ▲                 │ reads listers, writes kube::Api
+//!      └── events() Stream               └── requeue / backoff ◄──┘   VersionWaiter: read-your-writes
+//! ```
 //!
 //! | module | concept |
 //! | --- | --- |
@@ -11,18 +15,36 @@
 //! | `rate_limit` | [`RateLimiter`] and client-go's limiters |
 //! | `metrics` | [`WorkQueueMetrics`], [`WorkQueueCollector`] |
 //! | `builder` | [`WorkQueueBuilder`] |
+//! | `controller` | [`Controller`], [`ControllerHandle`]: the reconcile loop |
+//! | `action` | [`Action`]: requeue, await change, back off |
+//! | `trigger` | the handlers that map informer events to keys |
+//! | `events` | [`InformerEvents::events`]: an informer as a `Stream` |
+//! | `wait` | [`VersionWaiter`]: waiting for the cache to reach a resource version |
+//! | `stats` | [`ControllerStats`] |
+//! | `error` | [`ControllerError`] |
 //!
-//! Keys are [`ObjectKey`]s by default; any `Eq + Hash + Clone + Send + Sync`
-//! type works.
+//! Keys are [`ObjectKey`]s by default; the queue takes any
+//! `Eq + Hash + Clone + Send + Sync` type.
 
+mod action;
 mod builder;
+mod controller;
 mod delay;
+mod error;
+mod events;
 mod metrics;
 mod priority;
 mod queue;
 mod rate_limit;
+mod stats;
+mod trigger;
+mod wait;
 
+pub use action::Action;
 pub use builder::WorkQueueBuilder;
+pub use controller::{Controller, ControllerHandle, DEFAULT_CONCURRENCY, DEFAULT_SHUTDOWN_TIMEOUT};
+pub use error::ControllerError;
+pub use events::{DEFAULT_EVENT_BUFFER, EventStream, InformerEvents};
 pub use kinformer_core::ObjectKey;
 pub use metrics::{DurationStats, WorkQueueCollector, WorkQueueMetrics};
 pub use priority::{DEFAULT_MAX_LOW_PRIORITY_WAIT, Priority};
@@ -30,3 +52,5 @@ pub use queue::WorkQueue;
 pub use rate_limit::{
     ItemExponential, MaxOf, RateLimiter, TokenBucket, default_controller_rate_limiter,
 };
+pub use stats::ControllerStats;
+pub use wait::{Observed, VersionWaiter};

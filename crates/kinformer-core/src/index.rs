@@ -19,6 +19,10 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 pub const LABEL_INDEX: &str = "labels";
 /// Name of the built-in owner index (values: the UID of every owner reference).
 pub const OWNER_UID_INDEX: &str = "owner-uid";
+/// Name of the index of objects by their own UID (see [`IndexFn::uid`]); not
+/// among the built-in indexes, added where a lookup by UID is needed (a
+/// controller's owner mapping adds it to its primary informer).
+pub const UID_INDEX: &str = "uid";
 
 type IndexClosure<K> = dyn Fn(&K) -> Result<Vec<String>, InformerError> + Send + Sync;
 
@@ -188,6 +192,12 @@ impl<K: Resource> IndexFn<K> {
         })
         .with_unchanged(|old: &K, new: &K| old.meta().labels == new.meta().labels)
         .with_digest(|obj: &K, mut h| obj.meta().labels.hash(&mut h))
+    }
+
+    /// Files objects under their own `metadata.uid` (none: no value).
+    pub fn uid() -> Self {
+        // A UID is fixed at creation: an update never changes it.
+        Self::new(|obj: &K| obj.meta().uid.iter().cloned().collect()).with_unchanged(|_, _| true)
     }
 
     /// Files objects under the UID of each of their owner references.

@@ -44,7 +44,8 @@ pub use error::InformerError;
 pub use fifo::{DeltaFifo, FifoStats, Observed, Popped, Prepared, ReplaceSession, Transform};
 pub use handler::{EventHandlerFns, Notification, ResourceEventHandler};
 pub use index::{
-    IndexFn, Indexers, LABEL_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, builtin_indexers, label_value,
+    IndexFn, Indexers, LABEL_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, UID_INDEX, builtin_indexers,
+    label_value,
 };
 pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch};
 pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};

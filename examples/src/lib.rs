@@ -8,4 +8,6 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
 }
 
+pub mod namespace_settings;
 pub mod probes;
+pub mod settings_scenario;

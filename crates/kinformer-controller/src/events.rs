@@ -21,9 +21,9 @@ pub const DEFAULT_EVENT_BUFFER: usize = 1024;
 /// [`events`](InformerEvents::events) on an informer.
 pub trait InformerEvents<K: Resource + Send + Sync + 'static> {
     /// The informer's events as a [`Stream`] of [`Notification`]s: `Add`,
-    /// `Update { old, new }` and `Delete` (a final state or a tombstone), in
-    /// the order of the cache, starting with an `Add` (initial) of every
-    /// object already cached. See [`EventStream`].
+    /// `Update { old, new }` and `Delete` (a final state or a tombstone),
+    /// each key's in the order the cache applied them, starting with an
+    /// `Add` (initial) of every object already cached. See [`EventStream`].
     fn events(&self) -> Result<EventStream<K>, ControllerError>;
 
     /// [`events`](Self::events) with `buffer` events buffered ahead of the
@@ -55,7 +55,7 @@ impl<K: Resource + Send + Sync + 'static> InformerEvents<K> for SharedIndexInfor
 /// not every intermediate one), so a slow consumer never slows the cache or
 /// other handlers and its memory stays bounded by the number of keys. The
 /// backlog is observable through [`stats`](Self::stats) and
-/// [`buffered`](Self::buffered). Dropping the stream removes the handler.
+/// [`buffered_len`](Self::buffered_len). Dropping the stream removes the handler.
 ///
 /// For kube-rs users: where `watcher(api, config)` yields
 /// `Event::Apply/Delete/Init*` and `reflector(writer, stream)` keeps a
@@ -99,7 +99,7 @@ impl<K: Resource + Send + Sync + 'static> EventStream<K> {
     }
 
     /// Events buffered ahead of the consumer.
-    pub fn buffered(&self) -> usize {
+    pub fn buffered_len(&self) -> usize {
         self.rx.len()
     }
 }
@@ -126,7 +126,7 @@ impl<K: Resource + Send + Sync + 'static> Drop for EventStream<K> {
 impl<K: Resource + Send + Sync + 'static> fmt::Debug for EventStream<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventStream")
-            .field("buffered", &self.buffered())
+            .field("buffered", &self.buffered_len())
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }

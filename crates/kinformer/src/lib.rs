@@ -15,7 +15,9 @@
 //! - [`metrics`]: Prometheus exposition of every informer's counters;
 //! - [`tuning`]: [`Tuning`], the performance knobs and when to touch them;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
-//! - [`error`]: factory errors ([`FactoryError`]).
+//! - [`error`]: factory errors ([`FactoryError`]);
+//! - [`controller`]: the controller half (work queue, [`Controller`](controller::Controller),
+//!   informer events as a `Stream`, read-your-writes), the `kinformer-controller` crate.
 //!
 //! The building blocks are re-exported: everything of [`kinformer_core`]
 //! (informer, handlers, indexer, deltas) and the reflector's configuration.
@@ -64,6 +66,10 @@ pub use lister::{Lister, NamespaceLister};
 pub use options::{InformerOptions, MetaTransform, strip_managed_fields};
 pub use tuning::Tuning;
 
+/// The controller half: work queue, reconcile loop, event streams and
+/// read-your-writes (the `kinformer-controller` crate).
+pub use kinformer_controller as controller;
+
 /// Object arenas: the opt-in global allocator for decoded objects.
 pub mod alloc {
     pub use kinformer_alloc::{ObjectArenas, set_enabled};
@@ -73,7 +79,8 @@ pub use kinformer_core::{
     FifoStats, HandlerRegistration, HandlerStats, IndexFn, Indexer, IndexerStats, Indexers,
     InformerBuilder, InformerError, InformerMetrics, LABEL_INDEX, MIN_RESYNC_PERIOD,
     NAMESPACE_INDEX, NamespacedIndexer, Notification, OWNER_UID_INDEX, ObjectKey,
-    ResourceEventHandler, SharedIndexInformer, Snapshot, Transform, builtin_indexers, label_value,
+    ResourceEventHandler, SharedIndexInformer, Snapshot, Transform, UID_INDEX, builtin_indexers,
+    label_value,
 };
 pub use kinformer_reflector::{
     BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Phase, Reflector,

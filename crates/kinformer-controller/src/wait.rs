@@ -31,9 +31,9 @@ pub enum Observed<K> {
 ///
 /// One handler on the informer serves every waiter; while nobody waits it
 /// costs one atomic load per event. Resource versions are compared as
-/// integers (what the apiserver has served since Kubernetes 1.35 documents
-/// them to be comparable); a version that is not an integer must match
-/// exactly.
+/// integers of any length, as Kubernetes documents them to be comparable
+/// since 1.35 (KEP-5504); a version that is not a well-formed integer must
+/// match exactly.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -186,14 +186,41 @@ impl<K> Waiters<K> {
     }
 }
 
-/// Whether `cached` is at or past `wanted`.
+/// Whether `cached` is at or past `wanted`: as integers of any length when
+/// both are well formed (digits, no leading zero: KEP-5504's rule), by
+/// equality otherwise.
 fn reached(cached: Option<&str>, wanted: &str) -> bool {
     let Some(cached) = cached else {
         return false;
     };
-    match (cached.parse::<u64>(), wanted.parse::<u64>()) {
-        (Ok(c), Ok(w)) => c >= w,
-        _ => cached == wanted,
+    let integer =
+        |v: &str| !v.is_empty() && !v.starts_with('0') && v.bytes().all(|b| b.is_ascii_digit());
+    if integer(cached) && integer(wanted) {
+        (cached.len(), cached.as_bytes()) >= (wanted.len(), wanted.as_bytes())
+    } else {
+        cached == wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reached;
+
+    #[test]
+    fn versions_compare_as_integers_of_any_length_or_by_equality() {
+        assert!(reached(Some("10"), "9"));
+        assert!(reached(Some("10"), "10"));
+        assert!(!reached(Some("9"), "10"));
+        let long = "123456789012345678901234567890";
+        assert!(reached(Some(long), "18446744073709551615"));
+        assert!(!reached(Some("18446744073709551615"), long));
+        assert!(
+            !reached(Some("011"), "10"),
+            "a leading zero is not an integer"
+        );
+        assert!(reached(Some("abc"), "abc"));
+        assert!(!reached(Some("abd"), "abc"));
+        assert!(!reached(None, "1"));
     }
 }
 

@@ -202,28 +202,6 @@ fn reached(cached: Option<&str>, wanted: &str) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::reached;
-
-    #[test]
-    fn versions_compare_as_integers_of_any_length_or_by_equality() {
-        assert!(reached(Some("10"), "9"));
-        assert!(reached(Some("10"), "10"));
-        assert!(!reached(Some("9"), "10"));
-        let long = "123456789012345678901234567890";
-        assert!(reached(Some(long), "18446744073709551615"));
-        assert!(!reached(Some("18446744073709551615"), long));
-        assert!(
-            !reached(Some("011"), "10"),
-            "a leading zero is not an integer"
-        );
-        assert!(reached(Some("abc"), "abc"));
-        assert!(!reached(Some("abd"), "abc"));
-        assert!(!reached(None, "1"));
-    }
-}
-
 impl<K: Resource + Send + Sync + 'static> Drop for VersionWaiter<K> {
     fn drop(&mut self) {
         self.informer.remove_event_handler(&self.registration);
@@ -274,5 +252,27 @@ impl<K: Resource + Send + Sync + 'static> ResourceEventHandler<K> for Resolve<K>
             let rv = last.meta().resource_version.as_deref();
             self.waiters.resolve(&key, rv, || Observed::Deleted);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reached;
+
+    #[test]
+    fn versions_compare_as_integers_of_any_length_or_by_equality() {
+        assert!(reached(Some("10"), "9"));
+        assert!(reached(Some("10"), "10"));
+        assert!(!reached(Some("9"), "10"));
+        let long = "123456789012345678901234567890";
+        assert!(reached(Some(long), "18446744073709551615"));
+        assert!(!reached(Some("18446744073709551615"), long));
+        assert!(
+            !reached(Some("011"), "10"),
+            "a leading zero is not an integer"
+        );
+        assert!(reached(Some("abc"), "abc"));
+        assert!(!reached(Some("abd"), "abc"));
+        assert!(!reached(None, "1"));
     }
 }

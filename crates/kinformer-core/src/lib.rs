@@ -18,6 +18,7 @@
 //! - [`latency`]: histograms of the time from queue to cache and from cache to handler.
 //! - [`registration`]: per-handler thread and backlog (batches as pushed, coalesced per key past a bound).
 //! - [`informer`]: the shared index informer tying it all together.
+//! - [`provenance`]: whether a cache's objects all came from a decoder.
 //! - [`error`]: typed errors.
 //!
 //! No tokio and no HTTP here: producers call [`DeltaFifo`] methods from any
@@ -35,6 +36,7 @@ pub mod key;
 pub mod latency;
 pub mod panic;
 mod processor;
+pub mod provenance;
 pub mod reclaimer;
 pub mod registration;
 pub mod synced;
@@ -51,5 +53,6 @@ pub use indexer::{Indexer, IndexerStats, NamespacedIndexer, Snapshot, WriteBatch
 pub use informer::{InformerBuilder, InformerMetrics, MIN_RESYNC_PERIOD, SharedIndexInformer};
 pub use key::ObjectKey;
 pub use latency::LatencyHistogram;
+pub use provenance::Provenance;
 pub use reclaimer::Reclaimer;
 pub use registration::{HandlerRegistration, HandlerStats, MAX_WAITING_SEGMENTS};

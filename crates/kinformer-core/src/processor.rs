@@ -58,7 +58,7 @@ impl<K: Resource + Send + Sync + 'static> Pipeline<K> {
         // The sampled keys' queue times (most batches have none).
         let mut queued = Vec::new();
         let mut tally = Tally::default();
-        let ((), seq) = self.indexer.write(|w| {
+        let ((), seq) = self.indexer.apply_batch(|w| {
             for popped in batch {
                 Self::apply(
                     w,

@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use kinformer_alloc::spare::SpareKeeper;
 use kinformer_core::panic::caught_panic_message;
-use kinformer_core::{ObjectKey, Reclaimer};
+use kinformer_core::{ObjectKey, Provenance, Reclaimer};
 use kube_core::Resource;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -140,10 +140,7 @@ impl DecodePool {
     /// on the thread of their key's shard, the one that decoded them.
     /// Once the pool is gone, objects are dropped where they are handed in.
     pub fn reclaimer<K: Resource + Send + Sync + 'static>(&self) -> Arc<dyn Reclaimer<K>> {
-        Arc::new(ShardReclaimer {
-            jobs: self.jobs.as_ref().map(Arc::downgrade),
-            whole: false,
-        })
+        Arc::new(ShardReclaimer::new(self, None))
     }
 
     /// A [`DecodePool::reclaimer`] that, for an object whose last
@@ -152,21 +149,20 @@ impl DecodePool {
     /// walking its tree to free each part ([`kinformer_alloc::whole`]).
     /// Other objects are dropped as usual.
     ///
+    /// The safe way to install it in an informer is
+    /// [`DecodePool::release_whole_into`].
+    ///
     /// # Safety
     /// Every object handed to it was decoded by this crate and not changed
     /// since (no transform ran on it) other than by dropping parts (never by
     /// moving one out), and `K` owns every heap part it points to alone (no
     /// `Arc`, `Rc` or other buffer shared with owners that could outlive it)
-    /// and has no `Drop` with effects beyond freeing memory. True of
-    /// k8s-openapi's types, kube's `DynamicObject` and `PartialObjectMeta`,
-    /// and structs made of such fields.
+    /// and has no `Drop` with effects beyond freeing memory
+    /// ([`OwnsPartsAlone`](crate::whole::OwnsPartsAlone)).
     pub unsafe fn whole_releasing_reclaimer<K: Resource + Send + Sync + 'static>(
         &self,
     ) -> Arc<dyn Reclaimer<K>> {
-        Arc::new(ShardReclaimer {
-            jobs: self.jobs.as_ref().map(Arc::downgrade),
-            whole: true,
-        })
+        Arc::new(ShardReclaimer::new(self, Some(Provenance::default())))
     }
 }
 
@@ -180,11 +176,20 @@ fn send(jobs: &[Sender<Job>], shard: usize, job: Job) {
 }
 
 /// Hands objects back to the decode thread of their key's shard.
-struct ShardReclaimer {
+pub(crate) struct ShardReclaimer {
     jobs: Option<Weak<[Sender<Job>]>>,
-    /// Objects may be released whole (see
-    /// [`DecodePool::whole_releasing_reclaimer`]).
-    whole: bool,
+    /// Objects may be released whole while this says their cache's objects
+    /// all came from a decoder (see [`DecodePool::whole_releasing_reclaimer`]).
+    whole: Option<Provenance>,
+}
+
+impl ShardReclaimer {
+    pub(crate) fn new(pool: &DecodePool, whole: Option<Provenance>) -> Self {
+        Self {
+            jobs: pool.jobs.as_ref().map(Arc::downgrade),
+            whole,
+        }
+    }
 }
 
 impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
@@ -198,7 +203,9 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         for (key, obj) in objects {
             shards[shard_of_key(key.as_str(), jobs.len())].push((key, obj));
         }
-        let whole = self.whole;
+        // Read after the objects left the cache: an object that made the
+        // provenance mixed entered it before, so this sees the mark.
+        let whole = self.whole.as_ref().is_some_and(Provenance::decoded_only);
         for (shard, objects) in shards.into_iter().enumerate() {
             if !objects.is_empty() {
                 send(&jobs, shard, Box::new(move || drop_all(objects, whole)));

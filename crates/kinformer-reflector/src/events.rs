@@ -7,6 +7,7 @@
 //! pool, and returns the decoded events strictly in arrival order, a
 //! decoded batch at a time (which the reflector queues under one lock of
 //! the queue).
+#![allow(unsafe_code)] // keys decoded objects through `prepare_decoded`
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kinformer_core::panic::caught_panic_message;
-use kinformer_core::{DeltaFifo, Prepared};
+use kinformer_core::{DeltaFifo, InformerError, Prepared};
 use kube_core::{Resource, TypeMeta};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
@@ -198,11 +199,11 @@ where
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         if self.framed {
             return self.run(lines, shard_of_frame, move |fifo, f| {
-                prepared(fifo, decode.frame(f.clone(), skip)?)
+                prepared(fifo, &decode, decode.frame(f.clone(), skip)?)
             });
         }
         self.run(lines, shard_of_json, move |fifo, l| {
-            prepared(fifo, decode.event(l, skip)?)
+            prepared(fifo, &decode, decode.event(l, skip)?)
         })
     }
 
@@ -213,7 +214,7 @@ where
             decode
                 .object(b, skip)
                 .map_err(ReflectorError::from)
-                .and_then(|o| Ok(fifo.prepare(o)?))
+                .and_then(|o| Ok(keyed(fifo, &decode, o)?))
         })
     }
 
@@ -229,13 +230,34 @@ where
             decode
                 .list_item(b.clone(), types.clone(), skip)
                 .map_err(ReflectorError::from)
-                .and_then(|o| Ok(fifo.prepare(o)?))
+                .and_then(|o| Ok(keyed(fifo, &decode, o)?))
         })
     }
 }
 
+/// Keys (and transforms) an object `decoders` just built, through
+/// [`DeltaFifo::prepare_decoded`] when they are the wire crate's own, so
+/// that the cache's provenance stays decoded only.
+fn keyed<K: Resource>(
+    fifo: &DeltaFifo<K>,
+    decoders: &Decoders<K>,
+    obj: K,
+) -> Result<Prepared<K>, InformerError> {
+    if decoders.builds_fresh_objects() {
+        // SAFETY: `obj` is what the wire crate's own decoder returned, just
+        // now, from one decode in one object-arena scope; nothing touched it.
+        unsafe { fifo.prepare_decoded(obj) }
+    } else {
+        fifo.prepare(obj)
+    }
+}
+
 /// A decoded event, its object keyed for the queue.
-fn prepared<K: Resource>(fifo: &DeltaFifo<K>, event: WatchEvent<K>) -> Decoded<K> {
+fn prepared<K: Resource>(
+    fifo: &DeltaFifo<K>,
+    decoders: &Decoders<K>,
+    event: WatchEvent<K>,
+) -> Decoded<K> {
     let rv = match &event {
         WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
             resource_version(o).map(str::to_string)
@@ -246,9 +268,9 @@ fn prepared<K: Resource>(fifo: &DeltaFifo<K>, event: WatchEvent<K>) -> Decoded<K
         WatchEvent::Error(_) => None,
     };
     let event = match event {
-        WatchEvent::Added(o) => WatchEvent::Added(fifo.prepare(o)?),
-        WatchEvent::Modified(o) => WatchEvent::Modified(fifo.prepare(o)?),
-        WatchEvent::Deleted(o) => WatchEvent::Deleted(fifo.prepare(o)?),
+        WatchEvent::Added(o) => WatchEvent::Added(keyed(fifo, decoders, o)?),
+        WatchEvent::Modified(o) => WatchEvent::Modified(keyed(fifo, decoders, o)?),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(keyed(fifo, decoders, o)?),
         WatchEvent::Bookmark {
             resource_version,
             initial_events_end,

@@ -9,6 +9,7 @@
 //! - [`reflector`]: the [`Reflector`] and its run loop (watch, WatchList, recover);
 //! - `list`: the paged LIST path, streamed into the queue;
 //! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
+//! - [`whole`]: which types may be released whole, and [`DecodePool::release_whole_into`];
 //! - [`shard`]: which decode thread owns a key (objects are freed where decoded);
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
@@ -46,6 +47,7 @@ pub mod reflector;
 pub mod shard;
 pub mod target;
 pub mod transport;
+pub mod whole;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;
@@ -62,3 +64,4 @@ pub use metrics::{MetricsHandle, ReflectorMetrics};
 pub use reflector::{Reflector, WatchErrorHandler};
 pub use target::ListWatchTarget;
 pub use tokio_util::sync::CancellationToken;
+pub use whole::OwnsPartsAlone;

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kinformer_alloc::region::REGION;
 use kinformer_alloc::{ObjectArenas, with_object_arena};
-use kinformer_core::ObjectKey;
-use kinformer_reflector::DecodePool;
+use kinformer_core::{ObjectKey, Observed, Prepared, SharedIndexInformer};
+use kinformer_reflector::{DecodePool, OwnsPartsAlone};
 use kube_core::{ObjectMeta, Resource};
 
 #[global_allocator]
@@ -36,6 +36,10 @@ impl Drop for Counted {
         DROPS.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+// SAFETY: `Counted` owns its parts alone; its `Drop` only counts (the count
+// is what these tests read, and a release skips it on purpose).
+unsafe impl OwnsPartsAlone for Counted {}
 
 impl Resource for Counted {
     type DynamicType = ();
@@ -76,6 +80,10 @@ fn decode(i: usize) -> (ObjectKey, Arc<Counted>) {
     )
 }
 
+/// The tests of this binary read the process-wide drop count and the
+/// arenas' free bytes: one at a time.
+static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// Runs a job on every thread of `pool` after what is queued there.
 fn settle(pool: &DecodePool) {
     for shard in 0..pool.size() {
@@ -85,6 +93,7 @@ fn settle(pool: &DecodePool) {
 
 #[test]
 fn objects_held_whole_give_their_chunks_back_and_others_are_dropped() {
+    let _serial = SERIAL.lock();
     let pool = DecodePool::new(2, "whole-test").unwrap();
     // Learn the kind's size: from here on each object takes one chunk.
     drop((0..50).map(decode).collect::<Vec<_>>());
@@ -129,4 +138,111 @@ fn objects_held_whole_give_their_chunks_back_and_others_are_dropped() {
         .reclaim((2000..2010).map(decode).collect());
     settle(&pool);
     assert_eq!(DROPS.load(Ordering::SeqCst), drops + 12);
+}
+
+/// "Decodes" version `v` of object `i`, as [`decode`] does.
+fn decode_version(i: usize, v: usize) -> Counted {
+    with_object_arena::<Counted>(1000, || Counted {
+        meta: ObjectMeta {
+            name: Some(format!("object-{i}")),
+            namespace: Some("default".into()),
+            resource_version: Some(v.to_string()),
+            ..ObjectMeta::default()
+        },
+        data: (0..4).map(|n| format!("{n}-{}", "x".repeat(500))).collect(),
+    })
+}
+
+/// Decodes version `v` of objects `0..n` and keys them for `informer`'s
+/// queue as a reflector does, through `prepare_decoded`.
+fn decoded(
+    informer: &SharedIndexInformer<Counted>,
+    n: usize,
+    v: usize,
+) -> Vec<(Observed, Prepared<Counted>)> {
+    let fifo = informer.queue();
+    (0..n)
+        .map(|i| {
+            // SAFETY: the object is as its "decode" built it.
+            let p = unsafe { fifo.prepare_decoded(decode_version(i, v)) }.unwrap();
+            (Observed::Updated, p)
+        })
+        .collect()
+}
+
+/// Waits (up to 10 s) for `cond`.
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn an_informer_releases_whole_until_an_object_comes_from_elsewhere() {
+    let _serial = SERIAL.lock();
+    let pool = DecodePool::new(2, "whole-informer").unwrap();
+    let informer: SharedIndexInformer<Counted> =
+        SharedIndexInformer::builder().name("whole").build();
+    informer.start().unwrap();
+    assert!(pool.release_whole_into(&informer));
+    // A handler: its thread hands the replaced objects it was shown to the
+    // reclaimer once delivered (as a factory's informers with handlers do).
+    informer
+        .add_event_handler(kinformer_core::EventHandlerFns::new())
+        .unwrap();
+    // Learn the kind's size: from here on each object takes one chunk.
+    drop((0..50).map(|i| decode_version(i, 0)).collect::<Vec<_>>());
+    let probe = decode_version(0, 0);
+    let span = REGION.chunk_span(probe.meta.name.as_ref().unwrap().as_ptr() as usize);
+    let (_, chunk_size) = span.expect("decoded in the arenas");
+    drop(probe);
+    let n = 200;
+    let current = |v: &str| {
+        (0..n).all(|i| {
+            informer
+                .indexer()
+                .get(&format!("default/object-{i}"))
+                .and_then(|o| o.meta.resource_version.clone())
+                .as_deref()
+                == Some(v)
+        })
+    };
+    informer
+        .queue()
+        .push_observed(decoded(&informer, n, 1))
+        .unwrap();
+    until("version 1 cached", || current("1"));
+
+    // Replaced objects of a decoded-only cache: released, not dropped.
+    let next = decoded(&informer, n, 2);
+    let drops = DROPS.load(Ordering::SeqCst);
+    let free = REGION.stats().free_bytes;
+    informer.queue().push_observed(next).unwrap();
+    until("version 2 cached", || current("2"));
+    until("the replaced objects' chunks given back", || {
+        settle(&pool);
+        REGION.stats().free_bytes.saturating_sub(free) >= n * chunk_size
+    });
+    assert_eq!(DROPS.load(Ordering::SeqCst), drops, "released, not dropped");
+
+    // An object from elsewhere: from now on every replaced object is dropped.
+    let foreign = Counted {
+        meta: ObjectMeta {
+            name: Some("foreign".into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        data: Vec::new(),
+    };
+    informer.queue().add(foreign).unwrap();
+    assert!(!informer.indexer().provenance().decoded_only());
+    let next = decoded(&informer, n, 3);
+    informer.queue().push_observed(next).unwrap();
+    until("version 3 cached", || current("3"));
+    until("the replaced objects dropped", || {
+        settle(&pool);
+        DROPS.load(Ordering::SeqCst) - drops >= n
+    });
 }

@@ -98,6 +98,9 @@ pub struct Decoders<K> {
     frame: Option<FrameFn<K>>,
     /// Protobuf LIST items, for the same types.
     list_item: Option<ListItemFn<K>>,
+    /// Whether these are this crate's decoders of the type (see
+    /// [`builds_fresh_objects`](Decoders::builds_fresh_objects)).
+    fresh: bool,
 }
 
 impl<K> Clone for Decoders<K> {
@@ -117,7 +120,10 @@ impl<K> std::fmt::Debug for Decoders<K> {
 impl<K: Resource + DeserializeOwned> Decoders<K> {
     /// Through `K`'s own `Deserialize` impl.
     pub fn serde() -> Self {
-        Self::with::<SerdeDecode>()
+        Self {
+            fresh: true,
+            ..Self::with::<SerdeDecode>()
+        }
     }
 
     /// Through the decoder `D`.
@@ -127,6 +133,7 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
             object: decode_object_as::<K, D>,
             frame: None,
             list_item: None,
+            fresh: false,
         }
     }
 
@@ -146,6 +153,16 @@ impl<K: Resource + DeserializeOwned> Decoders<K> {
 }
 
 impl<K> Decoders<K> {
+    /// Whether these are this crate's own decoders ([`serde`](Decoders::serde),
+    /// [`partial_object_meta`](Decoders::partial_object_meta),
+    /// [`dynamic_object`](Decoders::dynamic_object)), which build each
+    /// object from the input in one `kinformer_alloc::with_object_arena`
+    /// scope, through `K`'s `Deserialize` at most. False for a decoder of
+    /// one's own ([`with`](Decoders::with)), whatever it does.
+    pub fn builds_fresh_objects(&self) -> bool {
+        self.fresh
+    }
+
     /// Whether watch events and LIST items of `K` can be read in the
     /// protobuf encoding.
     pub fn has_protobuf(&self) -> bool {
@@ -195,6 +212,7 @@ where
         Self {
             frame: Some(crate::protobuf::decode_watch_frame::<K>),
             list_item: Some(protobuf_list_item::<K>),
+            fresh: true,
             ..Self::with::<PartialObjectMetaDecode>()
         }
     }
@@ -219,6 +237,9 @@ where
 impl Decoders<DynamicObject> {
     /// Through [`DynamicObjectDecode`].
     pub fn dynamic_object() -> Self {
-        Self::with::<DynamicObjectDecode>()
+        Self {
+            fresh: true,
+            ..Self::with::<DynamicObjectDecode>()
+        }
     }
 }

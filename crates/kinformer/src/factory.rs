@@ -1,6 +1,5 @@
 //! [`SharedInformerFactory`]: one shared informer per (type, namespace,
 //! selectors), started, synced and shut down together.
-#![allow(unsafe_code)] // `release_objects_whole`: an opt-in with a contract
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -10,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
-    CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, Reflector,
-    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, WatchErrorHandler,
+    CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, OwnsPartsAlone,
+    Reflector, ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus,
+    WatchErrorHandler,
 };
 use kube::Client;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
@@ -40,9 +40,16 @@ pub struct FactoryBuilder {
     direct: Option<DirectWatch>,
     tuning: Tuning,
     builtin_indexes: bool,
-    release_whole: bool,
+    release_whole: WholeTypes,
     stale_after: Duration,
 }
+
+/// Installs the whole-releasing reclaimer in an informer of one type.
+type ReleaseWhole<K> = fn(&DecodePool, &SharedIndexInformer<K>) -> bool;
+
+/// The types [`FactoryBuilder::release_objects_whole`] was called with, each
+/// with its [`ReleaseWhole`] (a `ReleaseWhole<K>` behind `Any`).
+type WholeTypes = HashMap<TypeId, Arc<dyn std::any::Any + Send + Sync>>;
 
 impl FactoryBuilder {
     /// A builder for `config`'s cluster, the fast way: LISTs through a
@@ -139,30 +146,30 @@ impl FactoryBuilder {
         self
     }
 
-    /// Lets the factory's informers release a replaced object whole (default
-    /// off): when the object arenas are the global allocator
-    /// (`kinformer_alloc::ObjectArenas`) and an object's parts all sit in
-    /// one chunk, the drop job that holds its last reference gives the
-    /// chunk back at once and forgets the object, instead of walking its
-    /// tree to free each part (see `kinformer_alloc::whole`; 1.16× per
-    /// typed Pod replaced in `--bench replace`). Informers with a transform
-    /// or [`Tuning::compact_objects`] never do.
+    /// Lets the factory's informers of `K` release a replaced object whole
+    /// (default off; call once per type): when the object arenas are the
+    /// global allocator (`kinformer_alloc::ObjectArenas`) and an object's
+    /// parts all sit in one chunk, the drop job that holds its last
+    /// reference gives the chunk back at once and forgets the object,
+    /// instead of walking its tree to free each part (see
+    /// `kinformer_alloc::whole`; 1.16× per typed Pod replaced in
+    /// `--bench replace`).
     ///
-    /// # Safety
-    /// - Every `K` given to [`SharedInformerFactory::informer`] owns every
-    ///   heap part it points to alone (no `Arc`, `Rc` or other buffer
-    ///   shared with owners that could outlive it) and has no `Drop` with
-    ///   effects beyond freeing memory. True of k8s-openapi's types, of
-    ///   `DynamicObject` and `PartialObjectMeta`, and of structs made of
-    ///   `String`, `Vec`, `BTreeMap`, `Option`, `serde_json::Value` and
-    ///   such types.
-    /// - No code moves a part out of an object it took from an informer
-    ///   (holding its last reference: `Arc::try_unwrap`, `Arc::get_mut`)
-    ///   into another object that it hands to an informer's queue. A
-    ///   released chunk is reused: such a part would be freed under its
-    ///   new owner.
-    pub unsafe fn release_objects_whole(mut self) -> Self {
-        self.release_whole = true;
+    /// Safe: `K` promises to own its parts alone ([`OwnsPartsAlone`],
+    /// implemented for k8s-openapi's common types, `DynamicObject` and
+    /// `PartialObjectMeta`), and an informer releases whole only while
+    /// every object of its cache came straight from the reflector's
+    /// decoders (an object given to its queue or indexer by other code, or
+    /// changed by a transform, turns it off for that informer; see
+    /// `kinformer_core::provenance`). Informers with a transform or
+    /// [`Tuning::compact_objects`] never do.
+    pub fn release_objects_whole<K>(mut self) -> Self
+    where
+        K: Resource + OwnsPartsAlone + Send + Sync + 'static,
+    {
+        let install: ReleaseWhole<K> = DecodePool::release_whole_into::<K>;
+        self.release_whole
+            .insert(TypeId::of::<K>(), Arc::new(install));
         self
     }
 
@@ -236,7 +243,7 @@ struct Inner {
     tuning: Tuning,
     decode_pool: Mutex<Option<Arc<DecodePool>>>,
     builtin_indexes: bool,
-    release_whole: bool,
+    release_whole: WholeTypes,
     stale_after: Duration,
     runtime: Mutex<Option<Handle>>,
     owned_runtime: Mutex<Option<Runtime>>,
@@ -348,7 +355,7 @@ impl SharedInformerFactory {
             direct: None,
             tuning: Tuning::default(),
             builtin_indexes: true,
-            release_whole: false,
+            release_whole: HashMap::new(),
             stale_after: DEFAULT_STALE_AFTER,
         }
     }
@@ -526,16 +533,19 @@ impl SharedInformerFactory {
         }
         if let Some(pool) = self.decode_pool() {
             // Replaced objects go back to the decode thread that built them.
-            let reclaimer = if inner.release_whole && !transformed {
-                // SAFETY: the caller's word (`release_objects_whole`) that
-                // `K` owns its parts alone and that no part is moved into
-                // another object; no transform changes objects after
-                // their decode.
-                unsafe { pool.whole_releasing_reclaimer() }
-            } else {
-                pool.reclaimer()
-            };
-            informer.set_reclaimer(reclaimer);
+            let whole = inner
+                .release_whole
+                .get(&TypeId::of::<K>())
+                .and_then(|f| f.downcast_ref::<ReleaseWhole<K>>())
+                .filter(|_| !transformed);
+            match whole {
+                Some(install) => {
+                    install(&pool, &informer);
+                }
+                None => {
+                    informer.set_reclaimer(pool.reclaimer());
+                }
+            }
             reflector = reflector.decode_pool(pool);
         }
         let managed: Arc<dyn Managed> = Arc::new(ManagedInformer::new(

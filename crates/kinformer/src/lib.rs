@@ -24,10 +24,10 @@
 //! [`alloc`] is an opt-in global allocator that lays each decoded object
 //! out in one chunk (`#[global_allocator] static A:
 //! kinformer::alloc::ObjectArenas<mimalloc::MiMalloc> = …`): faster under
-//! heavy update streams, see its docs for the trade-offs. With it, the
-//! `unsafe` [`FactoryBuilder::release_objects_whole`] lets informers of
-//! k8s-openapi types release replaced objects a chunk at a time instead of
-//! dropping them part by part.
+//! heavy update streams, see its docs for the trade-offs. With it,
+//! [`FactoryBuilder::release_objects_whole`] lets informers of types that
+//! own their parts alone ([`alloc::OwnsPartsAlone`]) release replaced
+//! objects a chunk at a time instead of dropping them part by part.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -73,6 +73,7 @@ pub use kinformer_controller as controller;
 /// Object arenas: the opt-in global allocator for decoded objects.
 pub mod alloc {
     pub use kinformer_alloc::{ObjectArenas, set_enabled};
+    pub use kinformer_reflector::OwnsPartsAlone;
 }
 pub use kinformer_core::{
     DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, EventHandlerFns,

@@ -643,13 +643,10 @@ where
         b = b.direct_watches(direct.clone());
     }
     if args.whole_release {
-        #[allow(unsafe_code)]
-        {
-            // SAFETY: the load test's informers hold k8s-openapi `Pod`s or
-            // `PartialObjectMeta<Pod>`s, which own their parts alone, and
-            // its handlers only count and time what they see.
-            b = unsafe { b.release_objects_whole() };
-        }
+        // The load test's informers hold `Pod`s or `PartialObjectMeta<Pod>`s.
+        b = b
+            .release_objects_whole::<k8s_openapi::api::core::v1::Pod>()
+            .release_objects_whole::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Pod>>();
     }
     b = b.reflector_config(
         kinformer::ReflectorConfig::default()

@@ -343,7 +343,32 @@ impl<K: Resource> DeltaFifo<K> {
     /// transform then runs where the object was decoded, not under the
     /// queue's lock. A panicking transform or an object without a name is
     /// an error (logged and counted here).
+    ///
+    /// The object did not come from a decoder: the cache's
+    /// [`Provenance`](crate::Provenance) becomes mixed (see
+    /// [`prepare_decoded`](Self::prepare_decoded)).
     pub fn prepare(&self, obj: K) -> Result<Prepared<K>, InformerError> {
+        self.known.provenance().mark_mixed("DeltaFifo::prepare");
+        self.transform_and_key(obj)
+    }
+
+    /// [`prepare`](Self::prepare) for an object straight from a decoder: the
+    /// cache's provenance stays decoded only (unless a transform runs),
+    /// which lets a reclaimer release the object whole once it is replaced.
+    ///
+    /// # Safety
+    /// `obj` was built by one decode, in one `kinformer_alloc::with_object_arena`
+    /// scope, and has not been changed since (no part moved in or out, no
+    /// field replaced). A reflector's decoders give such objects.
+    #[allow(unsafe_code)]
+    pub unsafe fn prepare_decoded(&self, obj: K) -> Result<Prepared<K>, InformerError> {
+        if self.transform.is_some() {
+            self.known.provenance().mark_mixed("a transform");
+        }
+        self.transform_and_key(obj)
+    }
+
+    fn transform_and_key(&self, obj: K) -> Result<Prepared<K>, InformerError> {
         let obj = match &self.transform {
             None => obj,
             Some(t) => catch_unwind(AssertUnwindSafe(|| t(obj))).map_err(|p| {

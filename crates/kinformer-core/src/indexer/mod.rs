@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use crate::error::InformerError;
 use crate::index::{IndexFn, Indexers};
 use crate::key::{ObjectKey, with_key_buf};
+use crate::provenance::Provenance;
 use crate::reclaimer::ReclaimerSlot;
 
 use digest::DigestPlan;
@@ -46,6 +47,7 @@ struct Shared<K> {
     reclaimer: ReclaimerSlot<K>,
     writer: Mutex<WriterState<K>>,
     counters: WriteCounters,
+    provenance: Provenance,
 }
 
 /// The thread-safe cache of one resource type with secondary indexes.
@@ -106,6 +108,7 @@ impl<K> Indexer<K> {
                 reclaimer,
                 writer: Mutex::new(writer),
                 counters: WriteCounters::default(),
+                provenance: Provenance::default(),
             }),
         }
     }
@@ -195,7 +198,22 @@ impl<K> Indexer<K> {
     /// Applies a batch of writes and publishes the result as one snapshot.
     /// Writers serialize with each other; readers are never blocked. Returns
     /// the closure's result and the sequence number of the published snapshot.
+    ///
+    /// Objects written here did not come from a decoder: the cache's
+    /// [`Provenance`] becomes mixed.
     pub fn write<R>(&self, f: impl FnOnce(&mut WriteBatch<'_, K>) -> R) -> (R, u64) {
+        self.shared.provenance.mark_mixed("Indexer::write");
+        self.apply_batch(f)
+    }
+
+    /// Where this cache's objects came from (shared with its queue).
+    pub fn provenance(&self) -> Provenance {
+        self.shared.provenance.clone()
+    }
+
+    /// [`write`](Self::write) for the informer's pool, whose objects come
+    /// from the queue (which keeps the provenance itself).
+    pub(crate) fn apply_batch<R>(&self, f: impl FnOnce(&mut WriteBatch<'_, K>) -> R) -> (R, u64) {
         let mut state = self.shared.writer.lock();
         let result = f(&mut WriteBatch {
             state: &mut state,

@@ -93,8 +93,9 @@ pub struct Controller<K: Resource + Send + Sync + 'static> {
 #[derive(Clone)]
 pub struct ControllerHandle {
     cancel: CancellationToken,
-    counters: Arc<Counters>,
-    queue: WorkQueue,
+    pub(crate) name: Arc<str>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) queue: WorkQueue,
     keys: Arc<dyn Fn() -> Vec<ObjectKey> + Send + Sync>,
 }
 
@@ -127,6 +128,12 @@ impl ControllerHandle {
     pub fn queue(&self) -> &WorkQueue {
         &self.queue
     }
+
+    /// The controller's name (its queue's; the `controller` label of its
+    /// metrics, see [`ControllerCollector`](crate::ControllerCollector)).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl fmt::Debug for ControllerHandle {
@@ -140,17 +147,21 @@ impl fmt::Debug for ControllerHandle {
 
 impl<K: Resource + Send + Sync + 'static> Controller<K> {
     /// A controller of `primary`'s objects, with a default [`WorkQueue`]
-    /// (client-go's default rate limiter) named after nothing.
+    /// (client-go's default rate limiter) named after `K` (`pod` for
+    /// `Pod`, `partialobjectmeta<pod>` for `PartialObjectMeta<Pod>`).
     pub fn new(primary: &SharedIndexInformer<K>) -> Self {
-        Self::with_queue(primary, WorkQueue::new())
+        let queue = WorkQueue::builder().name(short_type_name::<K>()).build();
+        Self::with_queue(primary, queue)
     }
 
     /// A controller using `queue`, for a rate limiter, a name or a
-    /// low-priority bound of one's own ([`WorkQueue::builder`]).
+    /// low-priority bound of one's own ([`WorkQueue::builder`]); its name is
+    /// the queue's.
     pub fn with_queue(primary: &SharedIndexInformer<K>, queue: WorkQueue) -> Self {
         let indexer = primary.indexer();
         let handle = ControllerHandle {
             cancel: CancellationToken::new(),
+            name: Arc::from(queue.name()),
             counters: Arc::default(),
             queue: queue.clone(),
             keys: Arc::new(move || indexer.list_keys()),
@@ -282,6 +293,9 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
             handle,
         } = self;
         let counters = Arc::clone(&handle.counters);
+        counters
+            .max_concurrency
+            .store(concurrency as u64, Ordering::Relaxed);
         let cancel = handle.cancel.clone();
 
         if wants_uid_index {
@@ -398,6 +412,21 @@ impl<K: Resource + Send + Sync + 'static> fmt::Debug for Controller<K> {
     }
 }
 
+/// `K`'s type name without module paths, lowercased.
+fn short_type_name<K>() -> String {
+    let full = std::any::type_name::<K>();
+    let mut out = String::with_capacity(full.len());
+    for part in full.split_inclusive(['<', '>', ',', ' ']) {
+        let (path, sep) = match part.char_indices().last() {
+            Some((i, '<' | '>' | ',' | ' ')) => (&part[..i], &part[i..]),
+            _ => (part, ""),
+        };
+        out.push_str(path.rsplit("::").next().unwrap_or(path));
+        out.push_str(sep);
+    }
+    out.to_lowercase()
+}
+
 /// Waits until every informer has synced; false if cancelled first.
 async fn wait_synced(synced: Vec<BoxFuture<'static, ()>>, cancel: &CancellationToken) -> bool {
     tokio::select! {
@@ -445,14 +474,18 @@ where
             self.queue.done(&key);
             return;
         };
-        self.counters.reconciles.fetch_add(1, Ordering::Relaxed);
-        self.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        // In flight before started, and not in flight until counted: a
+        // reader that sees none in flight sees every outcome counted.
+        self.counters.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.counters.reconciles.fetch_add(1, Ordering::SeqCst);
         let span = tracing::info_span!("reconcile", controller = %self.name, %key);
+        let started = std::time::Instant::now();
         let outcome = self
             .run_one(Arc::clone(&obj))
             .instrument(span.clone())
             .await;
-        self.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counters.reconcile_time.observe_ns(took);
         let _entered = span.enter();
         let next = match outcome {
             Outcome::Done(Ok(action)) => {
@@ -493,6 +526,7 @@ where
             Next::AwaitChange => {}
             Next::Backoff => self.queue.add_rate_limited(key.clone()),
         }
+        self.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.queue.done(&key);
     }
 
@@ -516,5 +550,21 @@ where
             Ok(r) => Outcome::Done(r),
             Err(panic) => Outcome::Panicked(caught_panic_message(panic)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_type_names_drop_module_paths() {
+        assert_eq!(
+            super::short_type_name::<k8s_openapi::api::core::v1::Pod>(),
+            "pod"
+        );
+        assert_eq!(
+            super::short_type_name::<kube_core::PartialObjectMeta<k8s_openapi::api::core::v1::Pod>>(
+            ),
+            "partialobjectmeta<pod>"
+        );
     }
 }

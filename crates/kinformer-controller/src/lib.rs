@@ -20,7 +20,7 @@
 //! | `trigger` | the handlers that map informer events to keys |
 //! | `events` | [`InformerEvents::events`]: an informer as a `Stream` |
 //! | `wait` | [`VersionWaiter`]: waiting for the cache to reach a resource version |
-//! | `stats` | [`ControllerStats`] |
+//! | `stats` | [`ControllerStats`], [`ControllerCollector`] (Prometheus) |
 //! | `error` | [`ControllerError`] |
 //!
 //! Keys are [`ObjectKey`]s by default; the queue takes any
@@ -52,5 +52,5 @@ pub use queue::WorkQueue;
 pub use rate_limit::{
     ItemExponential, MaxOf, RateLimiter, TokenBucket, default_controller_rate_limiter,
 };
-pub use stats::ControllerStats;
+pub use stats::{ControllerCollector, ControllerStats};
 pub use wait::{Observed, VersionWaiter};

@@ -107,14 +107,14 @@ impl DurationHistogram {
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
-    fn stats(&self) -> DurationStats {
+    pub(crate) fn stats(&self) -> DurationStats {
         DurationStats {
             count: self.count.load(Ordering::Relaxed),
             sum_seconds: self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
         }
     }
 
-    fn encode(&self, mut encoder: MetricEncoder<'_>) -> fmt::Result {
+    pub(crate) fn encode(&self, mut encoder: MetricEncoder<'_>) -> fmt::Result {
         let stats = self.stats();
         let buckets: Vec<(f64, u64)> = BUCKET_BOUNDS_NS
             .iter()

@@ -552,3 +552,48 @@ async fn run_fails_on_a_shut_down_informer() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn its_counters_are_exported_with_controller_runtimes_names() {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+
+    let cms = informer("exported", vec![cm("ok", 1), cm("bad", 1)]);
+    let controller = Controller::new(&cms).concurrency(3);
+    let handle = controller.handle();
+    assert_eq!(handle.name(), "configmap");
+    let collector = kinformer_controller::ControllerCollector::new();
+    collector.add(&handle);
+    let mut registry = Registry::default();
+    collector.register(&mut registry);
+    let run = tokio::spawn(controller.run(
+        |o: Arc<ConfigMap>, _: Arc<()>| async move {
+            if o.metadata.name.as_deref() == Some("bad") {
+                Err(Failed)
+            } else {
+                Ok(Action::await_change())
+            }
+        },
+        |_, _: &Failed, _| Action::await_change(),
+        Arc::new(()),
+    ));
+    until("both reconciled", || handle.stats().reconciles == 2).await;
+    until("both finished", || handle.stats().in_flight == 0).await;
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for line in [
+        r#"controller_runtime_reconcile_total{controller="configmap",result="success"} 1"#,
+        r#"controller_runtime_reconcile_total{controller="configmap",result="error"} 1"#,
+        r#"controller_runtime_reconcile_errors_total{controller="configmap"} 1"#,
+        r#"controller_runtime_reconcile_panics_total{controller="configmap"} 0"#,
+        r#"controller_runtime_reconcile_time_seconds_count{controller="configmap"} 2"#,
+        r#"controller_runtime_max_concurrent_reconciles{controller="configmap"} 3"#,
+        r#"controller_runtime_active_workers{controller="configmap"} 0"#,
+        r#"kinformer_controller_skipped_total{controller="configmap"} 0"#,
+        r#"workqueue_adds_total{name="configmap"} 2"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
+    handle.shutdown();
+    within("run", run).await.unwrap().unwrap();
+}

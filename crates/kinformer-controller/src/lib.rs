@@ -20,6 +20,7 @@
 //! | `trigger` | the handlers that map informer events to keys |
 //! | `events` | [`InformerEvents::events`]: an informer as a `Stream` |
 //! | `wait` | [`VersionWaiter`]: waiting for the cache to reach a resource version |
+//! | `leader` | [`LeaderElector`]: Lease-based leader election, client-go's rules |
 //! | `stats` | [`ControllerStats`], [`ControllerCollector`] (Prometheus) |
 //! | `error` | [`ControllerError`] |
 //!
@@ -32,6 +33,7 @@ mod controller;
 mod delay;
 mod error;
 mod events;
+mod leader;
 mod metrics;
 mod priority;
 mod queue;
@@ -46,6 +48,10 @@ pub use controller::{Controller, ControllerHandle, DEFAULT_CONCURRENCY, DEFAULT_
 pub use error::ControllerError;
 pub use events::{DEFAULT_EVENT_BUFFER, EventStream, InformerEvents};
 pub use kinformer_core::ObjectKey;
+pub use leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElector,
+    LeadershipEnd, LeaseTiming,
+};
 pub use metrics::{DurationStats, WorkQueueCollector, WorkQueueMetrics};
 pub use priority::{DEFAULT_MAX_LOW_PRIORITY_WAIT, Priority};
 pub use queue::WorkQueue;

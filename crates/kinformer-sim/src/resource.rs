@@ -47,9 +47,9 @@ impl ResourceDef {
     }
 
     /// Whether objects carry `metadata.generation`, as kube-apiserver's strategies set it: pods
-    /// and custom resources do; configmaps, namespaces and nodes do not.
+    /// and custom resources do; configmaps, namespaces, nodes and leases do not.
     pub fn tracks_generation(&self) -> bool {
-        !self.group.is_empty() || self.plural == "pods"
+        (!self.group.is_empty() && self.group != "coordination.k8s.io") || self.plural == "pods"
     }
 
     /// Whether DELETE answers with the deleted object (pods, namespaces: the registry's
@@ -63,13 +63,15 @@ impl ResourceDef {
         self.group.is_empty() && self.plural == "pods"
     }
 
-    /// The built-in core/v1 resources: pods, configmaps, namespaces, nodes.
+    /// The built-in resources: core/v1 pods, configmaps, namespaces, nodes,
+    /// and coordination.k8s.io/v1 leases (for leader election).
     pub fn builtins() -> Vec<ResourceDef> {
         vec![
             ResourceDef::new("", "v1", "pods", "Pod", true),
             ResourceDef::new("", "v1", "configmaps", "ConfigMap", true),
             ResourceDef::new("", "v1", "namespaces", "Namespace", false),
             ResourceDef::new("", "v1", "nodes", "Node", false),
+            ResourceDef::new("coordination.k8s.io", "v1", "leases", "Lease", true),
         ]
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - `cargo xtask test`: the whole test suite (the README's test command).
 //! - `cargo xtask loadtest`: fill, sync, churn and verify an informer at scale.
+//! - `cargo xtask controllerbench`: kinformer-controller against kube-rs's controller.
 //! - `cargo xtask apiserver build|start|stop|env`: upstream kube-apiserver + etcd for e2e tests.
 //! - `cargo xtask e2e`: the end-to-end suite against that real kube-apiserver.
 //! - `cargo xtask fuzz --seconds N`: the fuzz targets of `fuzz/`, N seconds each.
@@ -9,6 +10,7 @@
 //! - `cargo xtask simbench`: kinformer-sim against its scale targets.
 
 mod apiserver;
+mod controllerbench;
 mod e2e;
 mod fuzz;
 mod loadtest;
@@ -39,6 +41,8 @@ enum Command {
     Test(test::TestArgs),
     /// Load-test the informer stack and report figures.
     Loadtest(loadtest::LoadtestArgs),
+    /// Benchmark kinformer-controller's Controller against kube-rs's on the simulator.
+    Controllerbench(controllerbench::ControllerbenchArgs),
     /// Build, start, stop the upstream kube-apiserver and etcd used by the e2e suite.
     Apiserver(apiserver::ApiserverArgs),
     /// Run the end-to-end suite against a real kube-apiserver (started and stopped here).
@@ -71,6 +75,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Test(args) => test::run(&args),
         Command::Loadtest(args) => loadtest::run(&args),
+        Command::Controllerbench(args) => controllerbench::run(&args),
         Command::Apiserver(args) => apiserver::run(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Simbench(args) => simbench::run(&args),

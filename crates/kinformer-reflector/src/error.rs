@@ -63,6 +63,12 @@ pub enum ReflectorError {
     /// The queue refused an object.
     #[error(transparent)]
     Fifo(#[from] InformerError),
+    /// An object outside the informer's shard, which the server sent
+    /// because it did not apply the `shardSelector` (a server without the
+    /// `ShardedListAndWatch` gate): left out of the cache, and counted in
+    /// [`ReflectorMetrics::shard_filtered`](crate::ReflectorMetrics::shard_filtered).
+    #[error("object outside the shard")]
+    OutsideShard,
 }
 
 impl From<ApiStatus> for ReflectorError {
@@ -142,6 +148,7 @@ impl ReflectorError {
             Self::DecodeWorkerLost => "decode_worker_lost",
             Self::Unsupported(_) => "unsupported",
             Self::Fifo(_) => "fifo",
+            Self::OutsideShard => "outside_shard",
         }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kinformer_core::panic::caught_panic_message;
-use kinformer_core::{DeltaFifo, InformerError, Prepared};
+use kinformer_core::{DeltaFifo, Prepared};
 use kube_core::{Resource, TypeMeta};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
@@ -26,6 +26,7 @@ use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
 use crate::object_decode::Decoders;
 use crate::shard::{shard_of_frame, shard_of_json, shard_of_protobuf_item};
+use kinformer_wire::shard::{ShardField, ShardSelector};
 
 /// Lines per batch handed to a decode thread.
 const BATCH_LINES: usize = 128;
@@ -52,6 +53,8 @@ pub struct Decoder<K> {
     decoders: Decoders<K>,
     /// Watch lines are protobuf frames.
     framed: bool,
+    /// Objects outside this shard are left out (the server did not apply it).
+    shard: Option<Arc<ShardSelector>>,
 }
 
 impl<K> Clone for Decoder<K> {
@@ -62,6 +65,7 @@ impl<K> Clone for Decoder<K> {
             skip_managed_fields: self.skip_managed_fields,
             decoders: self.decoders,
             framed: self.framed,
+            shard: self.shard.clone(),
         }
     }
 }
@@ -121,6 +125,7 @@ where
             skip_managed_fields: false,
             decoders: Decoders::serde(),
             framed: false,
+            shard: None,
         }
     }
 
@@ -194,27 +199,43 @@ where
         Pending::InFlight { len, parts }
     }
 
+    /// Leaves objects outside `shard` out (for a server that does not apply
+    /// the `shardSelector`): list items come back as
+    /// [`ReflectorError::OutsideShard`], watch events as bookmarks of their
+    /// resourceVersion.
+    pub fn shard(mut self, shard: Option<ShardSelector>) -> Self {
+        self.shard = shard.map(Arc::new);
+        self
+    }
+
     /// Decodes watch lines (protobuf frames when [`framed`](Self::framed)).
     pub fn lines(&self, lines: Vec<Bytes>) -> Pending<Decoded<K>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        let shard = self.shard.clone();
         if self.framed {
             return self.run(lines, shard_of_frame, move |fifo, f| {
-                prepared(fifo, &decode, decode.frame(f.clone(), skip)?)
+                prepared(
+                    fifo,
+                    &decode,
+                    shard.as_deref(),
+                    decode.frame(f.clone(), skip)?,
+                )
             });
         }
         self.run(lines, shard_of_json, move |fifo, l| {
-            prepared(fifo, &decode, decode.event(l, skip)?)
+            prepared(fifo, &decode, shard.as_deref(), decode.event(l, skip)?)
         })
     }
 
     /// Decodes LIST items (each one object's JSON).
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        let shard = self.shard.clone();
         self.run(items, shard_of_json, move |fifo, b| {
             decode
                 .object(b, skip)
                 .map_err(ReflectorError::from)
-                .and_then(|o| Ok(keyed(fifo, &decode, o)?))
+                .and_then(|o| keyed(fifo, &decode, shard.as_deref(), o))
         })
     }
 
@@ -226,11 +247,12 @@ where
         types: Option<TypeMeta>,
     ) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
+        let shard = self.shard.clone();
         self.run(items, shard_of_protobuf_item, move |fifo, b| {
             decode
                 .list_item(b.clone(), types.clone(), skip)
                 .map_err(ReflectorError::from)
-                .and_then(|o| Ok(keyed(fifo, &decode, o)?))
+                .and_then(|o| keyed(fifo, &decode, shard.as_deref(), o))
         })
     }
 }
@@ -241,21 +263,38 @@ where
 fn keyed<K: Resource>(
     fifo: &DeltaFifo<K>,
     decoders: &Decoders<K>,
+    shard: Option<&ShardSelector>,
     obj: K,
-) -> Result<Prepared<K>, InformerError> {
-    if decoders.builds_fresh_objects() {
+) -> Result<Prepared<K>, ReflectorError> {
+    if let Some(shard) = shard
+        && !in_shard(shard, &obj)
+    {
+        return Err(ReflectorError::OutsideShard);
+    }
+    Ok(if decoders.builds_fresh_objects() {
         // SAFETY: `obj` is what the wire crate's own decoder returned, just
         // now, from one decode in one object-arena scope; nothing touched it.
         unsafe { fifo.prepare_decoded(obj) }
     } else {
         fifo.prepare(obj)
-    }
+    }?)
+}
+
+/// Whether `obj` belongs to `shard` (its UID or namespace hashed).
+fn in_shard<K: Resource>(shard: &ShardSelector, obj: &K) -> bool {
+    let meta = obj.meta();
+    let value = match shard.field() {
+        ShardField::Uid => meta.uid.as_deref(),
+        ShardField::Namespace => meta.namespace.as_deref(),
+    };
+    shard.matches(value.unwrap_or_default())
 }
 
 /// A decoded event, its object keyed for the queue.
 fn prepared<K: Resource>(
     fifo: &DeltaFifo<K>,
     decoders: &Decoders<K>,
+    shard: Option<&ShardSelector>,
     event: WatchEvent<K>,
 ) -> Decoded<K> {
     let rv = match &event {
@@ -267,10 +306,24 @@ fn prepared<K: Resource>(
         } => Some(resource_version.clone()),
         WatchEvent::Error(_) => None,
     };
+    // An event of an object outside the shard still moves the watch on:
+    // it becomes a bookmark of its resourceVersion.
+    let outside = |rv: &Option<String>| match rv {
+        Some(rv) => Ok(WatchEvent::Bookmark {
+            resource_version: rv.clone(),
+            initial_events_end: false,
+        }),
+        None => Err(ReflectorError::OutsideShard),
+    };
     let event = match event {
-        WatchEvent::Added(o) => WatchEvent::Added(keyed(fifo, decoders, o)?),
-        WatchEvent::Modified(o) => WatchEvent::Modified(keyed(fifo, decoders, o)?),
-        WatchEvent::Deleted(o) => WatchEvent::Deleted(keyed(fifo, decoders, o)?),
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
+            if shard.is_some_and(|s| !in_shard(s, &o)) =>
+        {
+            outside(&rv)?
+        }
+        WatchEvent::Added(o) => WatchEvent::Added(keyed(fifo, decoders, None, o)?),
+        WatchEvent::Modified(o) => WatchEvent::Modified(keyed(fifo, decoders, None, o)?),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(keyed(fifo, decoders, None, o)?),
         WatchEvent::Bookmark {
             resource_version,
             initial_events_end,

@@ -56,6 +56,7 @@ pub use direct::DirectWatch;
 pub use error::ReflectorError;
 pub use health::{Phase, ReflectorStatus};
 pub use kinformer_wire::Decoders;
+pub use kinformer_wire::shard::ShardSelector;
 pub use kinformer_wire::{
     ApiStatus, INITIAL_EVENTS_END_ANNOTATION, WatchEvent, WireError, dynamic_object, event, json,
     object_decode, partial_meta, protobuf, prune,

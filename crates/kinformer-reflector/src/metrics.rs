@@ -43,6 +43,10 @@ pub struct ReflectorMetrics {
     pub errors: u64,
     /// Events or objects that could not be decoded or keyed (skipped).
     pub decode_errors: u64,
+    /// Objects outside the informer's shard that the server sent anyway
+    /// (it did not apply the `shardSelector`), left out of the cache: above
+    /// zero, the sharding happens on this side.
+    pub shard_filtered: u64,
     /// Backoff waits.
     pub backoffs: u64,
     /// The last resourceVersion seen.
@@ -65,6 +69,7 @@ pub(crate) struct Counters {
     pub bookmarks: AtomicU64,
     pub errors: AtomicU64,
     pub decode_errors: AtomicU64,
+    pub shard_filtered: AtomicU64,
     pub backoffs: AtomicU64,
     pub last_rv: Mutex<String>,
     pub health: Health,
@@ -99,6 +104,7 @@ impl MetricsHandle {
             bookmarks: r(&c.bookmarks),
             errors: r(&c.errors),
             decode_errors: r(&c.decode_errors),
+            shard_filtered: r(&c.shard_filtered),
             backoffs: r(&c.backoffs),
             last_resource_version: c.last_rv.lock().clone(),
         }

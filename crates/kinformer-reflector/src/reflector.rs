@@ -196,6 +196,7 @@ where
         Decoder::new(Arc::clone(&self.fifo), self.pool.clone())
             .skip_managed_fields(self.config.skip_managed_fields)
             .decoders(self.decoders)
+            .shard(self.target.shard_selector().cloned())
     }
 
     /// Waits while the queue holds more than `max_queued_keys` keys, so the
@@ -439,6 +440,10 @@ where
     }
 
     pub(crate) fn skip(&self, e: &ReflectorError) {
+        if matches!(e, ReflectorError::OutsideShard) {
+            bump(&self.counters().shard_filtered);
+            return;
+        }
         bump(&self.counters().decode_errors);
         self.report(e);
     }

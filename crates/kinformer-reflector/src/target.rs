@@ -6,6 +6,7 @@ use kube::client::Body;
 use kube_core::Resource;
 
 use crate::error::ReflectorError;
+use kinformer_wire::shard::ShardSelector;
 
 const JSON: &str = "application/json";
 const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
@@ -31,6 +32,7 @@ pub struct ListWatchTarget {
     metadata_only: bool,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    shard: Option<ShardSelector>,
 }
 
 impl ListWatchTarget {
@@ -46,6 +48,7 @@ impl ListWatchTarget {
             metadata_only: false,
             label_selector: None,
             field_selector: None,
+            shard: None,
         }
     }
 
@@ -53,6 +56,19 @@ impl ListWatchTarget {
     pub fn labels(mut self, selector: impl Into<String>) -> Self {
         self.label_selector = Some(selector.into()).filter(|s| !s.is_empty());
         self
+    }
+
+    /// Lists and watches only `shard` (KEP-5866's `shardSelector`). A
+    /// server that does not apply it sends everything; the reflector then
+    /// leaves the objects outside the shard out of the cache.
+    pub fn shard(mut self, shard: ShardSelector) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    /// The shard, if any.
+    pub fn shard_selector(&self) -> Option<&ShardSelector> {
+        self.shard.as_ref()
     }
 
     /// Restricts to objects matching a field selector (`spec.nodeName=n1`).
@@ -94,6 +110,9 @@ impl ListWatchTarget {
         }
         if let Some(f) = &self.field_selector {
             q.append_pair("fieldSelector", f);
+        }
+        if let Some(s) = &self.shard {
+            q.append_pair("shardSelector", &s.to_string());
         }
         q
     }

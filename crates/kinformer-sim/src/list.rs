@@ -76,6 +76,8 @@ pub struct Page {
     pub continue_token: Option<String>,
     /// Items after this page, when known (no selector).
     pub remaining: Option<u64>,
+    /// The shard selector applied, echoed as `metadata.shardInfo.selector`.
+    pub shard: Option<String>,
 }
 
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. \
@@ -219,6 +221,7 @@ pub fn page(
         items,
         continue_token,
         remaining,
+        shard: sel.shard.as_ref().map(ToString::to_string),
     }
 }
 
@@ -249,6 +252,12 @@ fn envelope_head(def: &ResourceDef, page: &Page, repr: Representation) -> Vec<u8
     }
     if let Some(r) = page.remaining {
         md.insert("remainingItemCount".into(), r.into());
+    }
+    if let Some(selector) = &page.shard {
+        md.insert(
+            "shardInfo".into(),
+            serde_json::json!({ "selector": selector }),
+        );
     }
     let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": md});
     let mut out = crate::encode::to_vec(&head).unwrap_or_else(|_| b"{}".to_vec());

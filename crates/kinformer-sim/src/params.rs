@@ -20,6 +20,8 @@ pub struct ListParams {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (KEP-5866).
+    pub shard_selector: Option<String>,
     /// `limit` (0 means none).
     pub limit: Option<usize>,
     /// `continue`.
@@ -122,6 +124,7 @@ impl ListParams {
                 "watch" => p.watch = parse_bool(&k, &v)?,
                 "labelSelector" => p.label_selector = Some(v),
                 "fieldSelector" => p.field_selector = Some(v),
+                "shardSelector" => p.shard_selector = Some(v),
                 "limit" => {
                     p.limit = Some(parse_num::<i64>(&k, &v)?.max(0) as usize).filter(|l| *l > 0)
                 }

@@ -423,11 +423,16 @@ fn resource_and_selector(
         .get(res)
         .cloned()
         .ok_or_else(ApiError::unknown_resource)?;
+    let shard = p
+        .shard_selector
+        .as_deref()
+        .filter(|_| shared.config.sharded_list_and_watch);
     let sel = Selector::parse(
         p.label_selector.as_deref(),
         p.field_selector.as_deref(),
         def.supports_node_name(),
-    )?;
+    )?
+    .with_shard(shard)?;
     Ok((def, sel))
 }
 

@@ -2,6 +2,8 @@
 
 use crate::object::ObjMeta;
 use crate::status::ApiError;
+use kinformer_wire::WireError;
+use kinformer_wire::shard::{ShardField, ShardSelector};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub struct Selector {
     pub labels: Vec<LabelReq>,
     /// Field requirements, all must hold.
     pub fields: Vec<FieldReq>,
+    /// The shard (KEP-5866's `shardSelector`), if one was asked for.
+    pub shard: Option<ShardSelector>,
 }
 
 impl Selector {
@@ -82,17 +86,38 @@ impl Selector {
                 .map(|f| parse_fields(f, node_name))
                 .transpose()?
                 .unwrap_or_default(),
+            shard: None,
         })
+    }
+
+    /// Adds a `shardSelector`; a malformed one is answered as kube-apiserver
+    /// v1.37 answers it: a 500 without a reason, `invalid shard selector: …`.
+    pub fn with_shard(mut self, shard: Option<&str>) -> Result<Self, ApiError> {
+        self.shard = shard
+            .map(|s| {
+                s.parse::<ShardSelector>().map_err(|e| {
+                    let reason = match e {
+                        WireError::ShardSelector(m) => m,
+                        other => other.to_string(),
+                    };
+                    ApiError::unclassified(format!("invalid shard selector: {reason}"))
+                })
+            })
+            .transpose()?;
+        Ok(self)
     }
 
     /// Whether nothing is selected on (everything matches).
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
     }
 
     /// Whether an object matches.
     pub fn matches(&self, meta: &ObjMeta) -> bool {
-        self.labels.iter().all(|r| r.matches(meta))
+        self.shard.as_ref().is_none_or(|s| match s.field() {
+            ShardField::Uid => s.matches(&meta.uid),
+            ShardField::Namespace => s.matches(&meta.namespace),
+        }) && self.labels.iter().all(|r| r.matches(meta))
             && self.fields.iter().all(|f| {
                 let actual = match f.field {
                     Field::Name => meta.name.as_str(),

@@ -17,6 +17,10 @@ pub struct ServeConfig {
     pub default_watch_timeout: Duration,
     /// How watch events are cut into the body's chunks.
     pub watch_chunks: WatchChunks,
+    /// Whether `shardSelector` is applied (kube-apiserver's
+    /// `ShardedListAndWatch` gate); off, it is ignored, as by a server
+    /// without the gate.
+    pub sharded_list_and_watch: bool,
 }
 
 /// How a watch's events are cut into HTTP chunks. Clients must not depend
@@ -53,6 +57,7 @@ impl Default for ServeConfig {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             watch_chunks: WatchChunks::default(),
+            sharded_list_and_watch: true,
         }
     }
 }

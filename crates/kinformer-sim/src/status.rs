@@ -34,6 +34,10 @@ pub enum Reason {
     InternalError,
     /// 504: the server timed out, e.g. waiting for a future resourceVersion.
     Timeout,
+    /// 500 with no `reason` (`StatusReasonUnknown`): what kube-apiserver
+    /// answers for an error it did not classify, e.g. a malformed
+    /// `shardSelector`.
+    Unknown,
 }
 
 impl Reason {
@@ -49,9 +53,13 @@ impl Reason {
             Reason::UnsupportedMediaType => 415,
             Reason::Invalid => 422,
             Reason::TooManyRequests => 429,
-            Reason::InternalError => 500,
+            Reason::InternalError | Reason::Unknown => 500,
             Reason::Timeout => 504,
         }
+    }
+
+    fn is_unknown(&self) -> bool {
+        *self == Reason::Unknown
     }
 }
 
@@ -113,6 +121,7 @@ struct StatusBody<'a> {
     metadata: serde_json::Map<String, serde_json::Value>,
     status: &'static str,
     message: &'a str,
+    #[serde(skip_serializing_if = "Reason::is_unknown")]
     reason: Reason,
     #[serde(skip_serializing_if = "Option::is_none")]
     details: Option<&'a Details>,
@@ -145,6 +154,12 @@ impl ApiError {
     /// The HTTP status code.
     pub fn code(&self) -> u16 {
         self.reason.code()
+    }
+
+    /// A 500 with no reason, as kube-apiserver answers errors it does not
+    /// classify.
+    pub fn unclassified(message: impl Into<String>) -> Self {
+        Self::new(Reason::Unknown, message)
     }
 
     /// `pods "x" not found`.

@@ -223,3 +223,22 @@ async fn write_errors_409_and_422_then_keeps_serving() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_shard_selector_is_a_500_without_a_reason_as_kube_apiserver_answers() {
+    let (_sim, client) = start(Sim::builder()).await;
+    // As kube-apiserver v1.37 with ShardedListAndWatch answers (checked by
+    // hand against it): the parser's message, code 500, no `reason`.
+    let q = "shardRange(object.metadata.uid%2C%20%270x0%27%2C%20%270x8000000000000000%27)";
+    for watch in ["", "&watch=true"] {
+        let path = format!("/api/v1/namespaces/default/configmaps?shardSelector={q}{watch}");
+        let (code, _, body) = raw(&client, "GET", &path, None, None, "").await;
+        assert_eq!(code, 500, "{path}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            v["message"],
+            "invalid shard selector: hexStart must be a 0x-prefixed 16-digit hex value, got \"0x0\" (did you mean \"0x0000000000000000\"?)"
+        );
+        assert!(v.get("reason").is_none(), "{v}");
+    }
+}

@@ -29,6 +29,9 @@ pub enum WireError {
     /// A LIST answer that is not a list.
     #[error("malformed list response: {0}")]
     MalformedList(String),
+    /// A shard selector that does not parse (see [`crate::shard`]).
+    #[error("invalid shard selector: {0}")]
+    ShardSelector(String),
 }
 
 impl WireError {
@@ -42,6 +45,7 @@ impl WireError {
             Self::DecodeObject(_) => "decode_object",
             Self::MissingName { .. } => "missing_name",
             Self::MalformedList(_) => "malformed_list",
+            Self::ShardSelector(_) => "shard_selector",
         }
     }
 }

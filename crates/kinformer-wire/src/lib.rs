@@ -17,6 +17,7 @@
 //! - [`object_decode`]: which decoder a type uses ([`Decoders`]);
 //! - [`protobuf`]: metadata-only objects, watch frames and lists in Kubernetes' protobuf encoding, and their encoders;
 //! - [`status`]: a `metav1.Status` ([`ApiStatus`]);
+//! - [`shard`]: shard selectors of sharded LIST and WATCH (KEP-5866);
 //! - [`error`]: the decode errors ([`WireError`]).
 
 pub mod dynamic_object;
@@ -30,6 +31,7 @@ pub mod object_decode;
 pub mod partial_meta;
 pub mod protobuf;
 pub mod prune;
+pub mod shard;
 pub mod status;
 #[cfg(test)]
 mod testing;

@@ -303,9 +303,11 @@ where
 fn informer_name(target: &ListWatchTarget) -> String {
     let mut name = target.url_path().to_string();
     let mut sep = '?';
+    let shard = target.shard_selector().map(ToString::to_string);
     for (k, v) in [
         ("labels", target.label_selector()),
         ("fields", target.field_selector()),
+        ("shard", shard.as_deref()),
     ] {
         if let Some(v) = v {
             name.push(sep);
@@ -451,6 +453,9 @@ impl SharedInformerFactory {
         let mut t = ListWatchTarget::of::<K>(dt, ns);
         if let Some(l) = &options.label_selector {
             t = t.labels(l.clone());
+        }
+        if let Some(s) = &options.shard {
+            t = t.shard(s.clone());
         }
         if let Some(f) = &options.field_selector {
             t = t.fields(f.clone());

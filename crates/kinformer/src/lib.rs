@@ -85,5 +85,5 @@ pub use kinformer_core::{
 };
 pub use kinformer_reflector::{
     BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Phase, Reflector,
-    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus,
+    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, ShardSelector,
 };

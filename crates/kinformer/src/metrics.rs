@@ -22,6 +22,7 @@
 //! | `kinformer_reflector_events_total` | counter | watch events queued |
 //! | `kinformer_reflector_bookmarks_total` | counter | bookmarks received |
 //! | `kinformer_reflector_decode_errors_total` | counter | objects skipped as undecodable or unkeyable |
+//! | `kinformer_reflector_shard_filtered_total` | counter | objects outside the informer's shard that the server sent anyway, left out |
 //! | `kinformer_reflector_phase` | gauge | 1 for the reflector's current `phase`, 0 for the others |
 //! | `kinformer_reflector_seconds_since_last_event` | gauge | age of the last watch event or bookmark |
 //! | `kinformer_informer_synced` | gauge | 1 once the cache has synced |
@@ -292,6 +293,13 @@ impl Collector for FactoryCollector {
             "Objects skipped as undecodable or unkeyable.",
             true,
             per_informer(o, |o| o.reflector.decode_errors),
+        )?;
+        family(
+            e,
+            "kinformer_reflector_shard_filtered",
+            "Objects outside the informer's shard that the server sent anyway (it did not apply the shardSelector), left out of the cache.",
+            true,
+            per_informer(o, |o| o.reflector.shard_filtered),
         )?;
         let phases = o
             .iter()

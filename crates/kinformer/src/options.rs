@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kinformer_reflector::ShardSelector;
 use kube_core::ObjectMeta;
 
 /// A transform of every object's metadata before it is cached, applied by
@@ -42,6 +43,9 @@ pub struct InformerOptions {
     pub label_selector: Option<String>,
     /// Field selector, e.g. `spec.nodeName=node-1`.
     pub field_selector: Option<String>,
+    /// Only this shard of the collection (KEP-5866's server-side sharding;
+    /// a server that does not apply it is filtered on this side).
+    pub shard: Option<ShardSelector>,
 }
 
 impl InformerOptions {
@@ -66,6 +70,16 @@ impl InformerOptions {
     /// Sets the field selector.
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Caches only `shard`, e.g. `ShardSelector::uid_shard(index, count)`
+    /// for replica `index` of `count`: LIST and WATCH send it as
+    /// `shardSelector`, and the objects a server sends outside it anyway
+    /// (one without the `ShardedListAndWatch` gate) are left out and
+    /// counted (`ReflectorMetrics::shard_filtered`).
+    pub fn shard(mut self, shard: ShardSelector) -> Self {
+        self.shard = Some(shard);
         self
     }
 }

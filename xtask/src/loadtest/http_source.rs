@@ -56,7 +56,7 @@ impl Feed {
 }
 
 /// The server side: the simulator child, or a real cluster.
-enum Server {
+pub(crate) enum Server {
     /// The child process is kept alive (and killed on drop) by the variant.
     Sim(#[allow(dead_code)] SimProcess, SimAdmin),
     Cluster(ClusterDriver),
@@ -70,7 +70,7 @@ impl Server {
         }
     }
 
-    fn namespace(&self) -> Option<&'static str> {
+    pub(crate) fn namespace(&self) -> Option<&'static str> {
         match self {
             Self::Sim(..) => None,
             Self::Cluster(_) => Some(cluster::NAMESPACE),
@@ -80,7 +80,7 @@ impl Server {
     /// With `--burst N`: holds the watches and commits N updates; the
     /// caller releases them with [`Server::release`]. Without it: the live
     /// churn.
-    async fn churn(&self, args: &LoadtestArgs) -> anyhow::Result<u64> {
+    pub(crate) async fn churn(&self, args: &LoadtestArgs) -> anyhow::Result<u64> {
         if let (Some(n), Self::Sim(_, admin)) = (args.burst, self) {
             admin.hold_watches(true).await?;
             eprintln!("burst: {n} updates committed while the watches are held ...");
@@ -108,14 +108,14 @@ impl Server {
     }
 
     /// The resourceVersion the cache must reach to have seen every write.
-    async fn target_rv(&self) -> anyhow::Result<u64> {
+    pub(crate) async fn target_rv(&self) -> anyhow::Result<u64> {
         match self {
             Self::Sim(_, admin) => Ok(admin.stats().await?.resource_version),
             Self::Cluster(d) => Ok(d.newest_rv()),
         }
     }
 
-    async fn truth(&self) -> anyhow::Result<HashMap<String, String>> {
+    pub(crate) async fn truth(&self) -> anyhow::Result<HashMap<String, String>> {
         match self {
             Self::Sim(_, admin) => admin.truth().await,
             Self::Cluster(d) => d.truth().await,
@@ -139,14 +139,43 @@ impl Server {
     }
 }
 
-/// Runs the load test against the simulator (default) or `--kubeconfig`.
-pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
-    // Two workers: the reflectors and the admin requests must not starve
-    // each other.
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The load test's tokio runtime: two workers, so that the reflectors and
+/// the admin requests do not starve each other.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
+        .build()?)
+}
+
+/// Runs the load test against the simulator (default) or `--kubeconfig`.
+pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
+    let rt = runtime()?;
+    let (server, client) = connect(args, &rt)?;
+    let strip = args.transform != TransformArg::None;
+    let ns = server.namespace();
+    if args.metadata_only {
+        let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
+        drive(
+            args,
+            &rt,
+            &client,
+            &server,
+            |f| f.metadata_informer::<Pod>(),
+            stream,
+        )
+    } else {
+        let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
+        drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
+    }
+}
+
+/// Starts the source (the simulator child filled with `--objects` Pods, or
+/// a real cluster filled through the API) and connects to it.
+pub(crate) fn connect(
+    args: &LoadtestArgs,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<(Server, Connection)> {
     let (server, client, direct) = match &args.kubeconfig {
         Some(path) => rt.block_on(async {
             let kubeconfig =
@@ -177,23 +206,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             (Server::Sim(sim, admin), client, direct)
         }
     };
-    let client = Connection { client, direct };
-    let strip = args.transform != TransformArg::None;
-    let ns = server.namespace();
-    if args.metadata_only {
-        let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
-        drive(
-            args,
-            &rt,
-            &client,
-            &server,
-            |f| f.metadata_informer::<Pod>(),
-            stream,
-        )
-    } else {
-        let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
-        drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
-    }
+    Ok((server, Connection { client, direct }))
 }
 
 /// kinformer's direct watches, unless `--watch-transport client`.
@@ -208,9 +221,11 @@ fn direct_watch(args: &LoadtestArgs, config: &kube::Config) -> anyhow::Result<Op
 
 /// How the caches under test reach the server: kube's client, and for
 /// kinformer the direct watches of `--watch-transport direct`.
-struct Connection {
-    client: Client,
-    direct: Option<DirectWatch>,
+pub(crate) struct Connection {
+    /// kube's client for the source.
+    pub(crate) client: Client,
+    /// kinformer's direct watches (`--watch-transport direct`).
+    pub(crate) direct: Option<DirectWatch>,
 }
 
 /// kube-runtime's watcher over `K` (in `ns`, or all namespaces), with
@@ -621,6 +636,30 @@ fn start_kinformer<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    let factory = kinformer_factory(args, rt, client, server);
+    let informer = informer(&factory);
+    let mut registrations = Vec::new();
+    for _ in 0..args.handlers.max(1) {
+        let s = LagStats::new()?;
+        registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
+        stats.push(s);
+    }
+    factory.start()?;
+    Ok(Arc::new(KinformerCache {
+        factory,
+        informer,
+        registrations,
+    }))
+}
+
+/// The factory of a kinformer informer under test, configured from the
+/// load test's options (reflectors on `rt`), not started.
+pub(crate) fn kinformer_factory(
+    args: &LoadtestArgs,
+    rt: &tokio::runtime::Runtime,
+    client: &Connection,
+    server: &Server,
+) -> SharedInformerFactory {
     let mut tuning = Tuning::default()
         .runtime(rt.handle().clone())
         .compact_objects(args.compact);
@@ -654,20 +693,7 @@ where
             .protobuf(args.protobuf())
             .skip_managed_fields(args.transform == TransformArg::SkipManagedFields),
     );
-    let factory = b.build();
-    let informer = informer(&factory);
-    let mut registrations = Vec::new();
-    for _ in 0..args.handlers.max(1) {
-        let s = LagStats::new()?;
-        registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
-        stats.push(s);
-    }
-    factory.start()?;
-    Ok(Arc::new(KinformerCache {
-        factory,
-        informer,
-        registrations,
-    }))
+    b.build()
 }
 
 /// Forces one relist (every watch answered 410) once the caches are idle

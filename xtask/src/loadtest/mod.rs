@@ -3,12 +3,12 @@
 
 mod admin;
 mod cluster;
-mod host;
-mod http_source;
-mod measure;
-mod pods;
-mod process;
-mod progress;
+pub(crate) mod host;
+pub(crate) mod http_source;
+pub(crate) mod measure;
+pub(crate) mod pods;
+pub(crate) mod process;
+pub(crate) mod progress;
 mod report;
 mod sim_process;
 mod synthetic;
@@ -240,11 +240,11 @@ impl LoadtestArgs {
         self.metadata_only && self.implementation == Impl::Kinformer && !self.no_protobuf
     }
 
-    fn churn_duration(&self) -> Duration {
+    pub(crate) fn churn_duration(&self) -> Duration {
         Duration::from_secs_f64(self.duration.max(0.0))
     }
 
-    fn settle_max(&self) -> Duration {
+    pub(crate) fn settle_max(&self) -> Duration {
         Duration::try_from_secs_f64(self.settle.max(0.0)).unwrap_or(Duration::MAX)
     }
 
@@ -261,6 +261,12 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
 /// Runs the load test given its command-line arguments (without the
 /// program name), as [`run`]; returns the report.
 pub fn run_with(args: &[&str]) -> anyhow::Result<report::Report> {
+    run_report(&parse_args(args)?)
+}
+
+/// The load test's options given on a command line (without the program
+/// name); the defaults for those not given.
+pub(crate) fn parse_args(args: &[&str]) -> anyhow::Result<LoadtestArgs> {
     #[derive(clap::Parser)]
     struct Wrapper {
         #[command(flatten)]
@@ -269,7 +275,7 @@ pub fn run_with(args: &[&str]) -> anyhow::Result<report::Report> {
     let parsed = <Wrapper as clap::Parser>::try_parse_from(
         std::iter::once("loadtest").chain(args.iter().copied()),
     )?;
-    run_report(&parsed.args)
+    Ok(parsed.args)
 }
 
 /// As [`run`], returning the report (once it was printed and written).

@@ -1,0 +1,158 @@
+//! Sharded informers against kinformer-sim (KEP-5866's `shardSelector`):
+//! N shards of one collection together cache it exactly (no object twice,
+//! none missing) through creates, updates and deletes, whether the server
+//! applies the selector or ignores it (then the reflector filters, and
+//! says so in its metrics).
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kinformer::{InformerOptions, ShardSelector, SharedIndexInformer, SharedInformerFactory};
+use kinformer_sim::{RunningSim, Sim, SimConfig};
+use serde_json::json;
+
+const SHARDS: u32 = 3;
+const SYNC: Duration = Duration::from_secs(15);
+
+async fn sim(server_side: bool) -> (RunningSim, kube::Client) {
+    let mut config = SimConfig::default();
+    config.serve.sharded_list_and_watch = server_side;
+    let sim = Sim::builder()
+        .config(config)
+        .build()
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
+    cfg.default_retry = false;
+    (sim, kube::Client::try_from(cfg).unwrap())
+}
+
+fn cm(name: &str, v: u32) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"}, "data": {"v": v.to_string()}})
+}
+
+/// The server's ConfigMaps: (name, resourceVersion).
+fn source(sim: &RunningSim) -> BTreeSet<(String, String)> {
+    let h = sim.handle();
+    let res = h.resource("configmaps").unwrap();
+    h.shared()
+        .store
+        .snapshot(res)
+        .objects
+        .iter()
+        .map(|(_, o)| (o.meta.name.clone(), o.meta.rv.to_string()))
+        .collect()
+}
+
+fn cached(shard: &SharedIndexInformer<ConfigMap>) -> Vec<(String, String)> {
+    shard
+        .indexer()
+        .list()
+        .iter()
+        .map(|o| {
+            let m = &o.metadata;
+            (m.name.clone().unwrap(), m.resource_version.clone().unwrap())
+        })
+        .collect()
+}
+
+/// Waits until the shards' union equals the source with no object twice.
+async fn union_matches(sim: &RunningSim, shards: &[SharedIndexInformer<ConfigMap>]) {
+    let deadline = Instant::now() + SYNC;
+    loop {
+        let want = source(sim);
+        let all: Vec<_> = shards.iter().flat_map(cached).collect();
+        let union: BTreeSet<_> = all.iter().cloned().collect();
+        if union == want && all.len() == want.len() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shards hold {} objects ({} distinct), the server {}",
+            all.len(),
+            union.len(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn shards_cover_the_collection_exactly(server_side: bool) -> u64 {
+    let (sim, client) = sim(server_side).await;
+    for i in 0..60 {
+        sim.handle()
+            .create("configmaps", cm(&format!("cm-{i}"), 0))
+            .unwrap();
+    }
+    let factories: Vec<SharedInformerFactory> = (0..SHARDS)
+        .map(|_| SharedInformerFactory::new(client.clone()))
+        .collect();
+    let shards: Vec<SharedIndexInformer<ConfigMap>> = factories
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let shard = ShardSelector::uid_shard(u32::try_from(i).unwrap(), SHARDS);
+            f.informer_with::<ConfigMap>(InformerOptions::default().shard(shard))
+        })
+        .collect();
+    for f in &factories {
+        f.start().unwrap();
+        f.wait_for_cache_sync(SYNC).await.unwrap();
+    }
+    union_matches(&sim, &shards).await;
+    assert!(
+        shards.iter().all(|s| !s.indexer().is_empty()),
+        "a shard is empty"
+    );
+
+    // Changes: creates, updates, deletes.
+    for i in 60..90 {
+        sim.handle()
+            .create("configmaps", cm(&format!("cm-{i}"), 0))
+            .unwrap();
+    }
+    for i in 0..30 {
+        sim.handle()
+            .update("configmaps", cm(&format!("cm-{i}"), 1))
+            .unwrap();
+    }
+    for i in 30..50 {
+        sim.handle()
+            .delete("configmaps", "default", &format!("cm-{i}"))
+            .unwrap();
+    }
+    union_matches(&sim, &shards).await;
+
+    let filtered = factories
+        .iter()
+        .zip(&shards)
+        .map(|(f, s)| f.reflector_metrics_of(s).unwrap().shard_filtered)
+        .sum();
+    for f in &factories {
+        f.shutdown().await;
+    }
+    filtered
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_applied_by_the_server_cover_the_collection_exactly() {
+    let filtered = shards_cover_the_collection_exactly(true).await;
+    assert_eq!(
+        filtered, 0,
+        "the server applied the selector: nothing to filter here"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_filtered_on_this_side_cover_the_collection_exactly() {
+    let filtered = shards_cover_the_collection_exactly(false).await;
+    assert!(
+        filtered > 0,
+        "a server without the gate sends everything: the reflector filters"
+    );
+}

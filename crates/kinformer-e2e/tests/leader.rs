@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kinformer::CancellationToken;
 use kinformer::controller::{LeaderElector, LeadershipEnd, LeaseTiming};
-use kinformer_e2e::{real_client, unique};
+use kinformer_e2e::{real_client, sim_client, unique};
 use kinformer_sim::{RunningSim, Sim};
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
@@ -29,15 +29,7 @@ fn timing() -> LeaseTiming {
 }
 
 async fn sim() -> (RunningSim, kube::Client) {
-    let sim = Sim::builder()
-        .build()
-        .serve("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
-    cfg.default_retry = false;
-    let client = kube::Client::try_from(cfg).unwrap();
-    (sim, client)
+    sim_client(Sim::builder()).await.unwrap()
 }
 
 /// What the candidates' `lead` futures record.

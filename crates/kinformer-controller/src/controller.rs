@@ -77,7 +77,6 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Controller<K: Resource + Send + Sync + 'static> {
     primary: SharedIndexInformer<K>,
     queue: WorkQueue,
-    name: String,
     triggers: Vec<Trigger>,
     wants_uid_index: bool,
     reconcile_all_on: Vec<BoxStream<'static, ()>>,
@@ -168,7 +167,6 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
         };
         Self {
             primary: primary.clone(),
-            name: queue.name().to_owned(),
             triggers: vec![Trigger::new(primary, trigger::own_keys(), false)],
             queue,
             wants_uid_index: false,
@@ -282,7 +280,6 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
         let Self {
             primary,
             queue,
-            name,
             triggers,
             wants_uid_index,
             reconcile_all_on,
@@ -344,7 +341,7 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
             error_policy,
             ctx,
             timeout: reconcile_timeout,
-            name,
+            name: Arc::clone(&handle.name),
         });
         let mut in_flight = JoinSet::new();
         if wait_synced(synced, &cancel).await {
@@ -444,7 +441,7 @@ struct Worker<K, R, P, Ctx> {
     error_policy: P,
     ctx: Arc<Ctx>,
     timeout: Option<Duration>,
-    name: String,
+    name: Arc<str>,
 }
 
 /// How one reconcile ended.

@@ -38,7 +38,9 @@ impl Provenance {
     /// Records that an object entered by another way (`via` names it for
     /// the log, written once per cache).
     pub(crate) fn mark_mixed(&self, via: &'static str) {
-        if !self.mixed.swap(true, Ordering::AcqRel) {
+        // A load first: once mixed (the common case for a cache fed by
+        // `add` or `Indexer::write`), no write to the shared line.
+        if !self.mixed.load(Ordering::Relaxed) && !self.mixed.swap(true, Ordering::AcqRel) {
             tracing::debug!(
                 via,
                 "an object entered the cache from outside a decoder: no whole release for it"

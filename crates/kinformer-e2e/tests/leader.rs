@@ -127,7 +127,6 @@ async fn one_leader_then_takeover_after_a_crash_and_after_a_release(client: kube
     // the released lease within a few retry periods, not a lease duration.
     let at = candidates.iter().position(|(w, _)| *w == second).unwrap();
     let (_, (shutdown, task)) = candidates.remove(at);
-    let released = Instant::now();
     shutdown.cancel();
     assert_eq!(task.await.unwrap(), LeadershipEnd::Shutdown);
     let took = until(
@@ -137,7 +136,6 @@ async fn one_leader_then_takeover_after_a_crash_and_after_a_release(client: kube
     )
     .await;
     assert!(took < LEASE, "took {took:?} after a release");
-    let _ = released;
     assert_eq!(
         record.most_at_once.load(Ordering::SeqCst),
         1,

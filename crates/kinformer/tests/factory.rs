@@ -487,3 +487,43 @@ async fn drop_managed_fields_skips_them_in_typed_and_metadata_informers() {
     }
     f.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reflectors_own_decodes_keep_a_cache_decoded_only_and_a_queue_add_does_not() {
+    // Whole release stays on only while this holds: every object of the
+    // cache came through the reflector's decoders (LIST, WatchList, watch,
+    // typed JSON and metadata-only protobuf alike).
+    let (sim, client) = sim().await;
+    fill(&sim);
+    let f = SharedInformerFactory::builder(client)
+        .reflector_config(fast())
+        .release_objects_whole::<Pod>()
+        .release_objects_whole::<kube::core::PartialObjectMeta<Pod>>()
+        .build();
+    let pods = f.informer::<Pod>();
+    let meta = f.metadata_informer::<Pod>();
+    let cms = f.informer::<ConfigMap>();
+    f.start().unwrap();
+    f.wait_for_cache_sync(SYNC).await.unwrap();
+    sim.handle()
+        .create("pods", pod("default", "web-3", "web", "node-2"))
+        .unwrap();
+    let deadline = std::time::Instant::now() + SYNC;
+    while pods.indexer().len() < 4 || meta.indexer().len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watch did not deliver"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(pods.indexer().provenance().decoded_only());
+    assert!(meta.indexer().provenance().decoded_only());
+    assert!(cms.indexer().provenance().decoded_only());
+    // An object given to the queue by other code turns it off for that cache.
+    let mut extra = (*pods.indexer().list()[0]).clone();
+    extra.metadata.name = Some("from-elsewhere".into());
+    pods.queue().add(extra).unwrap();
+    assert!(!pods.indexer().provenance().decoded_only());
+    assert!(meta.indexer().provenance().decoded_only());
+    f.shutdown().await;
+}

@@ -5,7 +5,8 @@
 //! Used where parsing a whole document would be wasted: the simulator
 //! reads an object's `metadata` out of the bytes it stores, and the
 //! reflector cuts `metadata.managedFields` out of a watch line before
-//! simd-json parses it.
+//! simd-json parses it, and reads an object's UID to leave out, before any
+//! decoding, the objects outside its shard.
 //!
 //! What the scan skips is checked less than a parse would check it: its
 //! brackets must match by kind, its strings end, and no byte outside
@@ -78,6 +79,36 @@ pub fn member_span(json: &[u8], path: &[&[u8]]) -> Option<Range<usize>> {
         depth += 1;
     }
     s.member_range(last, depth)
+}
+
+/// The string values of the members `names` of the object at `path` (a
+/// path of object members from the top-level object `json`, empty for that
+/// object itself): for each name, the raw bytes between the value's quotes
+/// (escapes left as they are), or `None` when the object has no such member
+/// or its value is not a string. The scan goes no further into the object
+/// than the last of them. `None` when the path is not there or the scan
+/// met something it does not expect. The first of two members of one name
+/// is the one found.
+///
+/// ```
+/// let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","uid":"u1","labels":{}}}}"#;
+/// let [uid, rv] = kinformer_json_scan::string_members(line, &[b"object", b"metadata"], [b"uid", b"resourceVersion"]).unwrap();
+/// assert_eq!((uid, rv), (Some(&b"u1"[..]), None));
+/// ```
+pub fn string_members<'a, const N: usize>(
+    json: &'a [u8],
+    path: &[&[u8]],
+    names: [&[u8]; N],
+) -> Option<[Option<&'a [u8]>; N]> {
+    let mut s = Scanner { json, at: 0 };
+    s.open(b'{')?;
+    let mut depth = 1;
+    for name in path {
+        s.find_member(name, depth)?;
+        s.open(b'{')?;
+        depth += 1;
+    }
+    s.string_members(names, depth)
 }
 
 #[cfg(test)]
@@ -177,6 +208,42 @@ mod tests {
         assert_eq!(member(obj, b"b"), None);
         assert_eq!(member(br#"{"a":[}"#, b"a"), None);
         assert_eq!(member(b"[1]", b"a"), None);
+    }
+
+    #[test]
+    fn string_members_are_found_at_their_path_and_nowhere_else() {
+        const META: &[&[u8]] = &[b"object", b"metadata"];
+        fn found(json: &str) -> Option<[Option<&[u8]>; 2]> {
+            string_members(json.as_bytes(), META, [b"uid", b"resourceVersion"])
+        }
+        let line = r#"{"type":"MODIFIED","object":{"spec":{"uid":"no"},"metadata":{"ownerReferences":[{"uid":"owner"}],"uid":"u\"1","labels":{"uid":"x"},"resourceVersion":"42","uid":"dup"}}}"#;
+        assert_eq!(found(line), Some([Some(&br#"u\"1"#[..]), Some(&b"42"[..])]));
+        // Absent, not a string, an empty object.
+        assert_eq!(
+            found(r#"{"object":{"metadata":{"uid":null,"name":"a"}}}"#),
+            Some([None, None])
+        );
+        assert_eq!(found(r#"{"object":{"metadata":{}}}"#), Some([None, None]));
+        assert_eq!(
+            found(r#"{"object":{"metadata" : { "resourceVersion" : "7" } } }"#),
+            Some([None, Some(&b"7"[..])])
+        );
+        // What the scan does not expect.
+        for json in [
+            r#"{"object":{}}"#,
+            r#"{"object":{"metadata":[]}}"#,
+            r#"{"object":{"metadata":{"uid":"a" "resourceVersion":"1"}}}"#,
+            r#"{"object":{"metadata":{"labels":{],"uid":"a"}}}"#,
+            r#"{"object":{"metadata":{"uid":"unterminated}}}"#,
+            "",
+        ] {
+            assert_eq!(found(json), None, "{json}");
+        }
+        // The empty path is the top-level object.
+        assert_eq!(
+            string_members(br#"{"a":"1","b":2}"#, &[], [b"b", b"a"]),
+            Some([None, Some(&b"1"[..])])
+        );
     }
 
     #[test]

@@ -134,6 +134,49 @@ impl Scanner<'_> {
     }
 }
 
+impl<'a> Scanner<'a> {
+    /// From just inside an object's `{` (nested `depth` deep): the raw
+    /// bytes between the quotes of the string values of the members
+    /// `names`, each `None` when the object has no such member with a
+    /// string value. Stops at the last one found or at the object's end;
+    /// `None` on anything the scan does not expect.
+    pub(crate) fn string_members<const N: usize>(
+        &mut self,
+        names: [&[u8]; N],
+        depth: usize,
+    ) -> Option<[Option<&'a [u8]>; N]> {
+        let mut found = [None; N];
+        let mut left = N;
+        self.skip_ws();
+        if self.peek()? == b'}' {
+            return Some(found);
+        }
+        loop {
+            let (key, _) = self.key()?;
+            let wanted = names.iter().position(|n| *n == key);
+            self.skip_ws();
+            match wanted {
+                Some(i) if found[i].is_none() && self.peek()? == b'"' => {
+                    let start = self.at + 1;
+                    self.skip_string()?;
+                    found[i] = Some(self.json.get(start..self.at - 1)?);
+                    left -= 1;
+                    if left == 0 {
+                        return Some(found);
+                    }
+                }
+                _ => self.skip_value(depth)?,
+            }
+            self.skip_ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => return Some(found),
+                _ => return None,
+            }
+        }
+    }
+}
+
 /// Just past the quote that ends the string whose first byte is at
 /// `from`. Most strings in Kubernetes objects are short keys, so the bytes
 /// are checked for `"` or `\` eight at a time, in a word (a library

@@ -29,7 +29,7 @@ use kube_core::Resource;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::shard::shard_of_key;
+use crate::decode_thread::thread_of_key;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -201,7 +201,7 @@ impl<K: Resource + Send + Sync + 'static> Reclaimer<K> for ShardReclaimer {
         let mut shards: Vec<Vec<(ObjectKey, Arc<K>)>> =
             (0..jobs.len()).map(|_| Vec::new()).collect();
         for (key, obj) in objects {
-            shards[shard_of_key(key.as_str(), jobs.len())].push((key, obj));
+            shards[thread_of_key(key.as_str(), jobs.len())].push((key, obj));
         }
         // Read after the objects left the cache: an object that made the
         // provenance mixed entered it before, so this sees the mark.
@@ -348,7 +348,7 @@ mod tests {
         let log = log.lock();
         assert_eq!(log.len(), 60);
         for (key, thread) in log.iter() {
-            assert_eq!(*thread, format!("t-{}", shard_of_key(key, 3)), "{key}");
+            assert_eq!(*thread, format!("t-{}", thread_of_key(key, 3)), "{key}");
         }
         let threads: std::collections::HashSet<_> = log.iter().map(|(_, t)| t).collect();
         assert_eq!(threads.len(), 3, "keys spread over every thread");

@@ -67,8 +67,12 @@ pub enum ReflectorError {
     /// because it did not apply the `shardSelector` (a server without the
     /// `ShardedListAndWatch` gate): left out of the cache, and counted in
     /// [`ReflectorMetrics::shard_filtered`](crate::ReflectorMetrics::shard_filtered).
+    /// A watch event's resourceVersion still moves the watch on.
     #[error("object outside the shard")]
-    OutsideShard,
+    OutsideShard {
+        /// The object's resourceVersion, when it was read.
+        resource_version: Option<String>,
+    },
 }
 
 impl From<ApiStatus> for ReflectorError {
@@ -148,7 +152,7 @@ impl ReflectorError {
             Self::DecodeWorkerLost => "decode_worker_lost",
             Self::Unsupported(_) => "unsupported",
             Self::Fifo(_) => "fifo",
-            Self::OutsideShard => "outside_shard",
+            Self::OutsideShard { .. } => "outside_shard",
         }
     }
 }

@@ -21,11 +21,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use crate::decode::DecodePool;
+use crate::decode_thread::{thread_of_frame, thread_of_json, thread_of_protobuf_item};
 use crate::error::ReflectorError;
 use crate::event::{WatchEvent, resource_version};
 use crate::lines::Lines;
 use crate::object_decode::Decoders;
-use crate::shard::{shard_of_frame, shard_of_json, shard_of_protobuf_item};
+use crate::shard_filter;
 use kinformer_wire::shard::{ShardField, ShardSelector};
 
 /// Lines per batch handed to a decode thread.
@@ -200,9 +201,10 @@ where
     }
 
     /// Leaves objects outside `shard` out (for a server that does not apply
-    /// the `shardSelector`): list items come back as
-    /// [`ReflectorError::OutsideShard`], watch events as bookmarks of their
-    /// resourceVersion.
+    /// the `shardSelector`): they come back as
+    /// [`ReflectorError::OutsideShard`] with their resourceVersion, told
+    /// from the raw bytes where they can be (before any decoding),
+    /// from the decoded object otherwise.
     pub fn shard(mut self, shard: Option<ShardSelector>) -> Self {
         self.shard = shard.map(Arc::new);
         self
@@ -213,7 +215,10 @@ where
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         let shard = self.shard.clone();
         if self.framed {
-            return self.run(lines, shard_of_frame, move |fifo, f| {
+            return self.run(lines, thread_of_frame, move |fifo, f| {
+                if let Some(out) = shard.as_deref().and_then(|s| shard_filter::frame(s, f)) {
+                    return Err(outside(&out));
+                }
                 prepared(
                     fifo,
                     &decode,
@@ -222,7 +227,13 @@ where
                 )
             });
         }
-        self.run(lines, shard_of_json, move |fifo, l| {
+        self.run(lines, thread_of_json, move |fifo, l| {
+            if let Some(out) = shard
+                .as_deref()
+                .and_then(|s| shard_filter::json_event(s, l))
+            {
+                return Err(outside(&out));
+            }
             prepared(fifo, &decode, shard.as_deref(), decode.event(l, skip)?)
         })
     }
@@ -231,7 +242,10 @@ where
     pub fn items(&self, items: Vec<Bytes>) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         let shard = self.shard.clone();
-        self.run(items, shard_of_json, move |fifo, b| {
+        self.run(items, thread_of_json, move |fifo, b| {
+            if let Some(out) = shard.as_deref().and_then(|s| shard_filter::json_item(s, b)) {
+                return Err(outside(&out));
+            }
             decode
                 .object(b, skip)
                 .map_err(ReflectorError::from)
@@ -248,12 +262,28 @@ where
     ) -> Pending<Result<Prepared<K>, ReflectorError>> {
         let (decode, skip) = (self.decoders, self.skip_managed_fields);
         let shard = self.shard.clone();
-        self.run(items, shard_of_protobuf_item, move |fifo, b| {
+        self.run(items, thread_of_protobuf_item, move |fifo, b| {
+            if let Some(out) = shard
+                .as_deref()
+                .and_then(|s| shard_filter::protobuf_item(s, b))
+            {
+                return Err(outside(&out));
+            }
             decode
                 .list_item(b.clone(), types.clone(), skip)
                 .map_err(ReflectorError::from)
                 .and_then(|o| keyed(fifo, &decode, shard.as_deref(), o))
         })
+    }
+}
+
+/// The error that leaves out an object its raw bytes put outside the shard.
+fn outside(out: &shard_filter::Outside<'_>) -> ReflectorError {
+    ReflectorError::OutsideShard {
+        resource_version: out
+            .resource_version
+            .and_then(|rv| std::str::from_utf8(rv).ok())
+            .map(str::to_string),
     }
 }
 
@@ -269,7 +299,9 @@ fn keyed<K: Resource>(
     if let Some(shard) = shard
         && !in_shard(shard, &obj)
     {
-        return Err(ReflectorError::OutsideShard);
+        return Err(ReflectorError::OutsideShard {
+            resource_version: resource_version(&obj).map(str::to_string),
+        });
     }
     Ok(if decoders.builds_fresh_objects() {
         // SAFETY: `obj` is what the wire crate's own decoder returned, just
@@ -306,20 +338,13 @@ fn prepared<K: Resource>(
         } => Some(resource_version.clone()),
         WatchEvent::Error(_) => None,
     };
-    // An event of an object outside the shard still moves the watch on:
-    // it becomes a bookmark of its resourceVersion.
-    let outside = |rv: &Option<String>| match rv {
-        Some(rv) => Ok(WatchEvent::Bookmark {
-            resource_version: rv.clone(),
-            initial_events_end: false,
-        }),
-        None => Err(ReflectorError::OutsideShard),
-    };
     let event = match event {
         WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
             if shard.is_some_and(|s| !in_shard(s, &o)) =>
         {
-            outside(&rv)?
+            return Err(ReflectorError::OutsideShard {
+                resource_version: rv,
+            });
         }
         WatchEvent::Added(o) => WatchEvent::Added(keyed(fifo, decoders, None, o)?),
         WatchEvent::Modified(o) => WatchEvent::Modified(keyed(fifo, decoders, None, o)?),
@@ -509,6 +534,49 @@ mod tests {
     /// one) to watch lines (`type` first, and `object` first: the two-pass
     /// path) and to LIST items, and refuse a nameless object in a line and
     /// in an item.
+    #[tokio::test]
+    async fn objects_outside_the_shard_are_left_out_before_they_are_decoded() {
+        let shard = ShardSelector::uid_shard(0, 2);
+        let uid = |inside: bool| {
+            (0..)
+                .map(|n: u32| format!("uid-{n}"))
+                .find(|u| shard.matches(u) == inside)
+                .unwrap()
+        };
+        let (inside, outside) = (uid(true), uid(false));
+        // `data` of a ConfigMap must be a map: these would not decode.
+        let object = |uid: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a","uid":"{uid}","resourceVersion":"5"}},"data":7}}"#
+            )
+        };
+        let fifo = Arc::new(DeltaFifo::new(Indexer::new(Vec::new()), None));
+        let decoder = Decoder::<ConfigMap>::new(fifo, None).shard(Some(shard.clone()));
+        let items = vec![Bytes::from(object(&outside)), Bytes::from(object(&inside))];
+        let decoded = decoder.items(items).wait().await.unwrap();
+        assert!(matches!(
+            &decoded[0],
+            Err(ReflectorError::OutsideShard { resource_version: Some(rv) }) if rv == "5"
+        ));
+        assert!(matches!(&decoded[1], Err(ReflectorError::Wire(_))));
+        let lines = vec![
+            Bytes::from(format!(
+                r#"{{"type":"MODIFIED","object":{}}}"#,
+                object(&outside)
+            )),
+            Bytes::from(format!(
+                r#"{{"type":"MODIFIED","object":{}}}"#,
+                object(&inside)
+            )),
+        ];
+        let decoded = decoder.lines(lines).wait().await.unwrap();
+        assert!(matches!(
+            &decoded[0],
+            Err(ReflectorError::OutsideShard { resource_version: Some(rv) }) if rv == "5"
+        ));
+        assert!(matches!(&decoded[1], Err(ReflectorError::Wire(_))));
+    }
+
     #[tokio::test]
     async fn objects_reach_the_queue_transformed_only_when_it_has_a_transform() {
         let mark: kinformer_core::Transform<ConfigMap> = Arc::new(|mut o: ConfigMap| {

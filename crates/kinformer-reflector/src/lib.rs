@@ -34,6 +34,7 @@
 pub mod backoff;
 pub mod config;
 pub mod decode;
+pub mod decode_thread;
 pub mod direct;
 pub mod error;
 pub mod events;
@@ -44,7 +45,7 @@ pub mod lines;
 mod list;
 pub mod metrics;
 pub mod reflector;
-pub mod shard;
+mod shard_filter;
 pub mod target;
 pub mod transport;
 pub mod whole;

@@ -440,7 +440,7 @@ where
     }
 
     pub(crate) fn skip(&self, e: &ReflectorError) {
-        if matches!(e, ReflectorError::OutsideShard) {
+        if matches!(e, ReflectorError::OutsideShard { .. }) {
             bump(&self.counters().shard_filtered);
             return;
         }
@@ -513,6 +513,15 @@ where
                         self.push_run(st, &mut run, &mut rv)?;
                         self.report(&e);
                         return Ok(WatchEnd::Relist);
+                    }
+                    Err(ReflectorError::OutsideShard { resource_version }) => {
+                        // Left out, but it moves the watch on.
+                        bump(&self.counters().shard_filtered);
+                        count += 1;
+                        if resource_version.is_some() {
+                            rv = resource_version;
+                        }
+                        continue;
                     }
                     Err(e) => {
                         self.skip(&e);

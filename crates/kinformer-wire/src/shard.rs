@@ -124,7 +124,13 @@ impl ShardSelector {
 
     /// Whether an object whose field has `value` is in the shard.
     pub fn matches(&self, value: &str) -> bool {
-        let hash = fnv1a64(value.as_bytes());
+        self.matches_bytes(value.as_bytes())
+    }
+
+    /// Whether an object whose field's value has these bytes is in the
+    /// shard.
+    pub fn matches_bytes(&self, value: &[u8]) -> bool {
+        let hash = fnv1a64(value);
         self.ranges.iter().any(|r| r.contains(hash))
     }
 }

@@ -46,7 +46,7 @@ impl Fnv {
 }
 
 /// The shard of an object key (`namespace/name` or `name`).
-pub fn shard_of_key(key: &str, shards: usize) -> usize {
+pub fn thread_of_key(key: &str, shards: usize) -> usize {
     let mut h = Fnv::new();
     h.write(key.as_bytes());
     h.shard(shards)
@@ -55,17 +55,17 @@ pub fn shard_of_key(key: &str, shards: usize) -> usize {
 /// The shard of the object in raw JSON (a watch line or a LIST item): that
 /// of its `metadata.namespace` and `metadata.name`, found by a scan of the
 /// first `metadata` object; shard 0 when they are not found.
-pub(crate) fn shard_of_json(json: &[u8], shards: usize) -> usize {
+pub(crate) fn thread_of_json(json: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
     scan_key(json).map_or(0, |(namespace, name)| {
-        shard_of_parts(namespace.unwrap_or_default(), name, shards)
+        thread_of_parts(namespace.unwrap_or_default(), name, shards)
     })
 }
 
 /// The shard of the key `namespace/name` (`name` when `namespace` is empty).
-fn shard_of_parts(namespace: &[u8], name: &[u8], shards: usize) -> usize {
+fn thread_of_parts(namespace: &[u8], name: &[u8], shards: usize) -> usize {
     let mut h = Fnv::new();
     if !namespace.is_empty() {
         h.write(namespace);
@@ -79,34 +79,39 @@ fn shard_of_parts(namespace: &[u8], name: &[u8], shards: usize) -> usize {
 /// [`crate::protobuf`]): that of its `metadata.namespace` and
 /// `metadata.name`, read by following the few length-prefixed fields that
 /// lead to them; shard 0 when they are not there.
-pub(crate) fn shard_of_frame(frame: &[u8], shards: usize) -> usize {
+pub(crate) fn thread_of_frame(frame: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
     frame_key(frame).map_or(0, |(namespace, name)| {
-        shard_of_parts(namespace, name, shards)
+        thread_of_parts(namespace, name, shards)
     })
 }
 
 /// The shard of an item of a protobuf LIST page (a `PartialObjectMetadata`
-/// without envelope), as [`shard_of_frame`] finds that of the same object in
+/// without envelope), as [`thread_of_frame`] finds that of the same object in
 /// a watch frame.
-pub(crate) fn shard_of_protobuf_item(item: &[u8], shards: usize) -> usize {
+pub(crate) fn thread_of_protobuf_item(item: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
     item_key(item).map_or(0, |(namespace, name)| {
-        shard_of_parts(namespace, name, shards)
+        thread_of_parts(namespace, name, shards)
     })
 }
 
-/// `(namespace, name)` in a watch frame: `WatchEvent.object` (2) →
-/// `RawExtension.raw` (1) → the `k8s\0` envelope's `raw` (2), an item.
+/// `(namespace, name)` in a watch frame's item.
 fn frame_key(frame: &[u8]) -> Option<(&[u8], &[u8])> {
+    item_key(frame_item(frame)?)
+}
+
+/// The item a watch frame carries: `WatchEvent.object` (2) →
+/// `RawExtension.raw` (1) → the `k8s\0` envelope's `raw` (2).
+pub(crate) fn frame_item(frame: &[u8]) -> Option<&[u8]> {
     let object = proto_field(frame, 2)?;
     let enveloped = proto_field(object, 1)?;
     let unknown = enveloped.strip_prefix(crate::protobuf::MAGIC.as_slice())?;
-    item_key(proto_field(unknown, 2)?)
+    proto_field(unknown, 2)
 }
 
 /// `(namespace, name)` of a `PartialObjectMetadata` message: `metadata` (1)
@@ -120,7 +125,7 @@ fn item_key(item: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 /// The first length-delimited field numbered `number` in a message.
-fn proto_field(mut msg: &[u8], number: u32) -> Option<&[u8]> {
+pub(crate) fn proto_field(mut msg: &[u8], number: u32) -> Option<&[u8]> {
     use prost::encoding::{WireType, decode_key, decode_varint};
     while !msg.is_empty() {
         let (tag, wire) = decode_key(&mut msg).ok()?;
@@ -215,14 +220,14 @@ mod tests {
         assert_eq!(frame_key(frame), Some((&b"pb"[..], &b"pod-0"[..])));
         for shards in 1..9 {
             assert_eq!(
-                shard_of_frame(frame, shards),
-                shard_of_key("pb/pod-0", shards)
+                thread_of_frame(frame, shards),
+                thread_of_key("pb/pod-0", shards)
             );
         }
         // Cut anywhere, a frame yields shard 0 or its own, never a panic.
         for cut in 0..frame.len() {
-            let s = shard_of_frame(&frame[..cut], 4);
-            assert!(s == 0 || s == shard_of_key("pb/pod-0", 4));
+            let s = thread_of_frame(&frame[..cut], 4);
+            assert!(s == 0 || s == thread_of_key("pb/pod-0", 4));
         }
     }
 
@@ -235,8 +240,8 @@ mod tests {
         assert_eq!(item_key(item), Some((&b"pb"[..], &b"pod-0"[..])));
         for shards in 1..9 {
             assert_eq!(
-                shard_of_protobuf_item(item, shards),
-                shard_of_key("pb/pod-0", shards)
+                thread_of_protobuf_item(item, shards),
+                thread_of_key("pb/pod-0", shards)
             );
         }
     }
@@ -247,8 +252,8 @@ mod tests {
         assert_eq!(scan_key(line), Some((Some(&b"prod"[..]), &b"web-0"[..])));
         for shards in 1..9 {
             assert_eq!(
-                shard_of_json(line, shards),
-                shard_of_key("prod/web-0", shards)
+                thread_of_json(line, shards),
+                thread_of_key("prod/web-0", shards)
             );
         }
     }
@@ -257,7 +262,7 @@ mod tests {
     fn a_cluster_scoped_object_hashes_its_name() {
         let item = br#"{"metadata": {"name": "node-1", "resourceVersion": "5"}, "spec": {}}"#;
         assert_eq!(scan_key(item), Some((None, &b"node-1"[..])));
-        assert_eq!(shard_of_json(item, 7), shard_of_key("node-1", 7));
+        assert_eq!(thread_of_json(item, 7), thread_of_key("node-1", 7));
     }
 
     #[test]
@@ -276,7 +281,7 @@ mod tests {
             b"not json",
             b"",
         ] {
-            assert_eq!(shard_of_json(json, 4), 0);
+            assert_eq!(thread_of_json(json, 4), 0);
         }
     }
 
@@ -284,7 +289,7 @@ mod tests {
     fn keys_spread_over_the_shards() {
         let mut counts = [0usize; 4];
         for i in 0..4000 {
-            counts[shard_of_key(&format!("ns-{}/pod-{i}", i % 7), 4)] += 1;
+            counts[thread_of_key(&format!("ns-{}/pod-{i}", i % 7), 4)] += 1;
         }
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
     }

@@ -45,6 +45,7 @@ pub mod lines;
 mod list;
 pub mod metrics;
 pub mod reflector;
+pub mod reshard;
 mod shard_filter;
 pub mod target;
 pub mod transport;
@@ -64,6 +65,7 @@ pub use kinformer_wire::{
 };
 pub use metrics::{MetricsHandle, ReflectorMetrics};
 pub use reflector::{Reflector, WatchErrorHandler};
+pub use reshard::ShardControl;
 pub use target::ListWatchTarget;
 pub use tokio_util::sync::CancellationToken;
 pub use whole::OwnsPartsAlone;

@@ -47,6 +47,10 @@ pub struct ReflectorMetrics {
     /// (it did not apply the `shardSelector`), left out of the cache: above
     /// zero, the sharding happens on this side.
     pub shard_filtered: u64,
+    /// Times the shard was changed while running (see
+    /// [`ShardControl`](crate::ShardControl)), each ending the list or
+    /// watch of the time for a list of the new shard.
+    pub reshards: u64,
     /// Backoff waits.
     pub backoffs: u64,
     /// The last resourceVersion seen.
@@ -70,6 +74,7 @@ pub(crate) struct Counters {
     pub errors: AtomicU64,
     pub decode_errors: AtomicU64,
     pub shard_filtered: AtomicU64,
+    pub reshards: AtomicU64,
     pub backoffs: AtomicU64,
     pub last_rv: Mutex<String>,
     pub health: Health,
@@ -105,6 +110,7 @@ impl MetricsHandle {
             errors: r(&c.errors),
             decode_errors: r(&c.decode_errors),
             shard_filtered: r(&c.shard_filtered),
+            reshards: r(&c.reshards),
             backoffs: r(&c.backoffs),
             last_resource_version: c.last_rv.lock().clone(),
         }

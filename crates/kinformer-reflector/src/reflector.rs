@@ -39,6 +39,7 @@ use crate::health::{Phase, StopGuard};
 use crate::lines::Lines;
 use crate::metrics::{Counters, MetricsHandle, bump};
 use crate::object_decode::Decoders;
+use crate::reshard::ShardControl;
 use crate::target::ListWatchTarget;
 use crate::transport::{check, send};
 use kinformer_wire::WireError;
@@ -80,6 +81,7 @@ pub struct Reflector<K> {
     pool: Option<Arc<DecodePool>>,
     decoders: Decoders<K>,
     direct: Option<DirectWatch>,
+    shard: ShardControl,
 }
 
 /// The reflector should return (shutdown, or the queue is closed).
@@ -152,6 +154,7 @@ where
         Self {
             name: target.url_path().to_string(),
             client,
+            shard: ShardControl::new(target.shard_selector().cloned()),
             target,
             fifo,
             config: ReflectorConfig::default(),
@@ -238,13 +241,20 @@ where
         self.metrics.clone()
     }
 
+    /// A handle that changes this reflector's shard while it runs (see
+    /// [`ShardControl`]); it starts at the target's.
+    pub fn shard_control(&self) -> ShardControl {
+        self.shard.clone()
+    }
+
     /// Lists and watches until `shutdown` is cancelled or the FIFO is closed.
     /// Never returns because of a recoverable error.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub async fn run(mut self, shutdown: CancellationToken) {
         // Marks the reflector stopped however its run ends (a panic
         // included), for health checks.
+        let metrics = self.metrics.clone();
         let mut stopped = StopGuard {
-            health: &self.counters().health,
+            health: &metrics.0.health,
             why: "shutdown",
         };
         let mut st = State {
@@ -257,14 +267,36 @@ where
             backoff: Backoff::new(self.config.backoff.clone()),
         };
         tracing::debug!(reflector = %self.name, "reflector starting");
-        let mut first = true;
+        let mut shards = self.shard.subscribe();
+        let mut relist_now = true;
         loop {
-            if !first && self.sleep_backoff(&mut st, &shutdown, None).await.is_err() {
+            if !relist_now && self.sleep_backoff(&mut st, &shutdown, None).await.is_err() {
                 break;
             }
-            first = false;
-            if self.list_and_watch(&mut st, &shutdown).await.is_err() {
-                break;
+            let shard = shards.borrow_and_update().clone();
+            self.target = self.target.clone().with_shard(shard);
+            // A new shard ends this cycle wherever it is, and the next one
+            // lists the new shard at once.
+            let resharded = async {
+                while shards.changed().await.is_ok() {
+                    if *shards.borrow() != self.target.shard_selector().cloned() {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                cycle = self.list_and_watch(&mut st, &shutdown) => {
+                    if cycle.is_err() {
+                        break;
+                    }
+                    relist_now = false;
+                }
+                () = resharded => {
+                    bump(&self.counters().reshards);
+                    tracing::info!(reflector = %self.name, shard = ?shards.borrow().as_ref().map(ToString::to_string), "shard changed; relisting");
+                    relist_now = true;
+                }
             }
         }
         if !shutdown.is_cancelled() {

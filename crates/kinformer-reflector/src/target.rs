@@ -66,6 +66,12 @@ impl ListWatchTarget {
         self
     }
 
+    /// The same collection in `shard` (`None`: all of it).
+    pub fn with_shard(mut self, shard: Option<ShardSelector>) -> Self {
+        self.shard = shard;
+        self
+    }
+
     /// The shard, if any.
     pub fn shard_selector(&self) -> Option<&ShardSelector> {
         self.shard.as_ref()

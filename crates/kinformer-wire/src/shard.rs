@@ -122,6 +122,43 @@ impl ShardSelector {
         &self.ranges
     }
 
+    /// The objects of this shard and of `other`: their ranges, sorted, with
+    /// overlapping and adjacent ones merged. Fails when the two hash
+    /// different fields.
+    ///
+    /// ```
+    /// use kinformer_wire::shard::ShardSelector;
+    ///
+    /// let two_of_four = ShardSelector::uid_shard(1, 4).union(&ShardSelector::uid_shard(2, 4)).unwrap();
+    /// assert_eq!(
+    ///     two_of_four.to_string(),
+    ///     "shardRange(object.metadata.uid, '0x4000000000000000', '0xc000000000000000')"
+    /// );
+    /// ```
+    pub fn union(&self, other: &ShardSelector) -> Result<Self, WireError> {
+        if self.field != other.field {
+            return Err(WireError::ShardSelector(format!(
+                "a union of shards of {} and {}",
+                self.field.path(),
+                other.field.path()
+            )));
+        }
+        let mut ranges: Vec<ShardRange> =
+            self.ranges.iter().chain(&other.ranges).copied().collect();
+        ranges.sort_by_key(|r| (r.start, r.end));
+        let mut merged: Vec<ShardRange> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if u128::from(r.start) <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        Ok(Self {
+            field: self.field,
+            ranges: merged,
+        })
+    }
+
     /// Whether an object whose field has `value` is in the shard.
     pub fn matches(&self, value: &str) -> bool {
         self.matches_bytes(value.as_bytes())

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
     CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, OwnsPartsAlone,
-    Reflector, ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus,
+    Reflector, ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, ShardSelector,
     WatchErrorHandler,
 };
 use kube::Client;
@@ -717,6 +717,35 @@ impl SharedInformerFactory {
         K: Resource + DeserializeOwned + Send + Sync + 'static,
     {
         self.find(informer).map(|m| m.reflector_metrics())
+    }
+
+    /// Moves `informer`, one of this factory's, to another shard while it
+    /// runs (`None`: the whole collection), e.g. when this replica takes
+    /// over a dead peer's range. Its reflector lists the new shard at once;
+    /// the cache is not cleared, and handlers hear the objects that left the
+    /// shard as deletes, those that entered it as adds, and the unchanged
+    /// ones as resyncs. Before [`start`](Self::start), it sets the shard the
+    /// informer starts with. `None` for an informer this factory did not
+    /// create; otherwise whether the shard changed.
+    pub fn reshard<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        shard: Option<ShardSelector>,
+    ) -> Option<bool>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.find(informer).map(|m| m.shard_control().set(shard))
+    }
+
+    /// The shard `informer`, one of this factory's, caches now (`None` for
+    /// the whole collection, or an informer it did not create).
+    pub fn shard_of<K>(&self, informer: &SharedIndexInformer<K>) -> Option<ShardSelector>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.find(informer)
+            .and_then(|m| m.shard_control().current())
     }
 
     /// The reflector status of `informer` (phase, errors, relists), one of

@@ -85,5 +85,6 @@ pub use kinformer_core::{
 };
 pub use kinformer_reflector::{
     BackoffConfig, CancellationToken, DirectWatch, ListWatchTarget, Phase, Reflector,
-    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, ShardSelector,
+    ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStatus, ShardControl,
+    ShardSelector,
 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kinformer_core::{InformerMetrics, SharedIndexInformer};
 use kinformer_reflector::{
-    CancellationToken, MetricsHandle, Reflector, ReflectorMetrics, ReflectorStatus,
+    CancellationToken, MetricsHandle, Reflector, ReflectorMetrics, ReflectorStatus, ShardControl,
 };
 use kube_core::Resource;
 use parking_lot::Mutex;
@@ -41,6 +41,8 @@ pub trait Managed: Send + Sync {
     fn shutdown(&self);
     /// The reflector's counters.
     fn reflector_metrics(&self) -> ReflectorMetrics;
+    /// The handle that changes the reflector's shard.
+    fn shard_control(&self) -> ShardControl;
     /// The reflector's status.
     fn reflector_status(&self) -> ReflectorStatus;
     /// The informer's counters.
@@ -57,6 +59,7 @@ pub struct ManagedInformer<K: Resource + Send + Sync + 'static> {
     informer: SharedIndexInformer<K>,
     reflector: Mutex<Option<Reflector<K>>>,
     metrics: MetricsHandle,
+    shard: ShardControl,
 }
 
 impl<K> ManagedInformer<K>
@@ -69,6 +72,7 @@ where
             name,
             informer,
             metrics: reflector.metrics(),
+            shard: reflector.shard_control(),
             reflector: Mutex::new(Some(reflector)),
         }
     }
@@ -119,6 +123,10 @@ where
 
     fn reflector_metrics(&self) -> ReflectorMetrics {
         self.metrics.get()
+    }
+
+    fn shard_control(&self) -> ShardControl {
+        self.shard.clone()
     }
 
     fn reflector_status(&self) -> ReflectorStatus {

@@ -87,6 +87,10 @@ pub enum LeadershipEnd {
     Lost,
     /// `lead` returned on its own (the lease was released).
     Finished,
+    /// This candidate stopped wanting the lease while it held it (a shard
+    /// lease handed to another replica, see [`ShardLeases`](crate::ShardLeases)):
+    /// it released it.
+    Yielded,
 }
 
 /// Campaigns for one Lease and runs a future while it holds it.
@@ -113,6 +117,9 @@ pub struct LeaderElector {
     identity: String,
     timing: LeaseTiming,
     leading: watch::Sender<bool>,
+    /// Campaign only while this is true (observe the lease otherwise), and
+    /// yield the lease when it turns false.
+    wanted: Option<watch::Receiver<bool>>,
 }
 
 /// The last lease record seen, and when this candidate saw it change.
@@ -146,7 +153,17 @@ impl LeaderElector {
             identity: identity.into(),
             timing: LeaseTiming::default(),
             leading: watch::Sender::new(false),
+            wanted: None,
         }
+    }
+
+    /// Campaigns only while `wanted` is true: otherwise it keeps reading
+    /// the lease (so that its view of the holder's renewals is current when
+    /// it starts to want it) without writing, and while leading it releases
+    /// the lease when `wanted` turns false ([`LeadershipEnd::Yielded`]).
+    pub(crate) fn only_while(mut self, wanted: watch::Receiver<bool>) -> Self {
+        self.wanted = Some(wanted);
+        self
     }
 
     /// Uses `timing` instead of client-go's.
@@ -181,18 +198,26 @@ impl LeaderElector {
             spec: None,
             at: Instant::now(),
         };
+        let mut wanted = self.wanted.clone();
         // Campaign.
         let mut first = true;
         loop {
+            let now_wanted = is_wanted(&wanted);
             if !first {
                 tokio::select! {
                     () = shutdown.cancelled() => return LeadershipEnd::Shutdown,
                     () = tokio::time::sleep(jittered(self.timing.retry_period)) => {}
+                    // Wanted from now: try at once.
+                    () = becomes(&mut wanted, true), if !now_wanted => {}
                 }
             }
             first = false;
             if shutdown.is_cancelled() {
                 return LeadershipEnd::Shutdown;
+            }
+            if !is_wanted(&wanted) {
+                self.observe(&mut observed).await;
+                continue;
             }
             if let Attempt::Held = self.try_acquire_or_renew(&mut observed).await {
                 break;
@@ -210,6 +235,7 @@ impl LeaderElector {
                 biased;
                 () = shutdown.cancelled() => break LeadershipEnd::Shutdown,
                 () = &mut lead => break LeadershipEnd::Finished,
+                () = becomes(&mut wanted, false) => break LeadershipEnd::Yielded,
                 () = tokio::time::sleep(self.timing.retry_period) => {}
             }
             match self.try_acquire_or_renew(&mut observed).await {
@@ -239,16 +265,29 @@ impl LeaderElector {
         end
     }
 
+    /// Reads the lease and notes when its record changed, as this
+    /// candidate saw it.
+    async fn observe(&self, observed: &mut Observed) {
+        if let Ok(Some(lease)) = self.read().await
+            && lease.spec != observed.spec
+        {
+            observed.spec = lease.spec;
+            observed.at = Instant::now();
+        }
+    }
+
+    async fn read(&self) -> Result<Option<Lease>, kube::Error> {
+        self.api.get_opt(&self.name).await.inspect_err(|e| {
+            tracing::warn!(lease = %self.name, error = %e, "reading the lease failed");
+        })
+    }
+
     async fn try_acquire_or_renew(&self, observed: &mut Observed) -> Attempt {
         let now = MicroTime(Timestamp::now());
         let duration_secs =
             i32::try_from(self.timing.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-        let current = match self.api.get_opt(&self.name).await {
-            Ok(current) => current,
-            Err(e) => {
-                tracing::warn!(lease = %self.name, error = %e, "reading the lease failed");
-                return Attempt::Failed;
-            }
+        let Ok(current) = self.read().await else {
+            return Attempt::Failed;
         };
         let Some(mut lease) = current else {
             let lease = Lease {
@@ -368,6 +407,22 @@ impl std::fmt::Debug for LeaderElector {
 
 fn holder(spec: &Option<LeaseSpec>) -> Option<&str> {
     spec.as_ref()?.holder_identity.as_deref()
+}
+
+/// Whether the candidate may campaign now (always, without a gate).
+fn is_wanted(wanted: &Option<watch::Receiver<bool>>) -> bool {
+    wanted.as_ref().is_none_or(|w| *w.borrow())
+}
+
+/// Resolves once the gate is `to` (never without a gate, or once its
+/// sender is gone).
+async fn becomes(wanted: &mut Option<watch::Receiver<bool>>, to: bool) {
+    if let Some(w) = wanted
+        && w.wait_for(|v| *v == to).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// `period` stretched by up to 1.2× more, as client-go's `JitterUntil`.

@@ -21,6 +21,7 @@
 //! | `events` | [`InformerEvents::events`]: an informer as a `Stream` |
 //! | `wait` | [`VersionWaiter`]: waiting for the cache to reach a resource version |
 //! | `leader` | [`LeaderElector`]: Lease-based leader election, client-go's rules |
+//! | `shard_leases` | [`ShardLeases`]: M shards shared by N replicas, a Lease per shard |
 //! | `stats` | [`ControllerStats`], [`ControllerCollector`] (Prometheus) |
 //! | `error` | [`ControllerError`] |
 //!
@@ -38,6 +39,7 @@ mod metrics;
 mod priority;
 mod queue;
 mod rate_limit;
+mod shard_leases;
 mod stats;
 mod trigger;
 mod wait;
@@ -58,5 +60,6 @@ pub use queue::WorkQueue;
 pub use rate_limit::{
     ItemExponential, MaxOf, RateLimiter, TokenBucket, default_controller_rate_limiter,
 };
+pub use shard_leases::ShardLeases;
 pub use stats::{ControllerCollector, ControllerStats};
 pub use wait::{Observed, VersionWaiter};

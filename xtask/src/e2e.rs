@@ -82,6 +82,10 @@ fn cargo_test(st: &State, targets: &[String], test_args: &[String]) -> anyhow::R
         .env("KINFORMER_E2E_ETCD_URL", st.etcd_url())
         .env("KINFORMER_E2E_STATE_DIR", &st.dir)
         .env("KINFORMER_E2E_WATCH_LIST", st.watch_list.to_string())
+        .env(
+            "KINFORMER_E2E_SHARDED_LIST_AND_WATCH",
+            st.sharded_list_and_watch.to_string(),
+        )
         .env("KINFORMER_E2E_APISERVER_LOG", &st.apiserver.log)
         .status()
         .with_context(|| format!("running cargo test -p kinformer-e2e {}", targets.join(" ")))
@@ -91,10 +95,11 @@ fn cargo_test(st: &State, targets: &[String], test_args: &[String]) -> anyhow::R
 pub fn run(args: &E2eArgs) -> anyhow::Result<()> {
     let st = start::start(&args.start)?;
     eprintln!(
-        "kube-apiserver {} at {} (WatchList={})",
+        "kube-apiserver {} at {} (WatchList={}, ShardedListAndWatch={})",
         st.k8s_version,
         st.server_url(),
-        st.watch_list
+        st.watch_list,
+        st.sharded_list_and_watch
     );
     let mut guard = Running(Some(st.clone()));
     let mut results = vec![(

@@ -108,6 +108,8 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     // WatchList streaming on (the default), then off: the LIST path.
-    e2e::run(&DefaultE2e::parse_from(["e2e"]).e2e)?;
+    // Both feature gates on, then both off (the alpha sharding gate on
+    // with WatchList, so sharded WatchList streams are covered).
+    e2e::run(&DefaultE2e::parse_from(["e2e", "--sharded-list-and-watch", "true"]).e2e)?;
     e2e::run(&DefaultE2e::parse_from(["e2e", "--watch-list", "false", "--skip-loadtest"]).e2e)
 }

@@ -7,6 +7,7 @@
 //! - `KINFORMER_E2E_KUBECONFIG`: the kubeconfig of the test user (token, `system:masters`);
 //! - `KINFORMER_E2E_ETCD_URL`: etcd's client URL (plain HTTP on 127.0.0.1), e.g. for compaction;
 //! - `KINFORMER_E2E_WATCH_LIST`: whether the WatchList feature gate is on (`true`/`false`);
+//! - `KINFORMER_E2E_SHARDED_LIST_AND_WATCH`: whether the ShardedListAndWatch gate is on;
 //! - `KINFORMER_E2E_APISERVER_LOG`: the kube-apiserver log, named in failure messages;
 //! - `KINFORMER_E2E_STATE_DIR`: the state directory of `cargo xtask apiserver`, for the tests that
 //!   restart kube-apiserver ([`apiserver`]).
@@ -34,6 +35,8 @@ pub const KUBECONFIG_ENV: &str = "KINFORMER_E2E_KUBECONFIG";
 pub const ETCD_URL_ENV: &str = "KINFORMER_E2E_ETCD_URL";
 /// Variable telling whether the WatchList feature gate is on.
 pub const WATCH_LIST_ENV: &str = "KINFORMER_E2E_WATCH_LIST";
+/// The environment variable saying whether the ShardedListAndWatch gate is on.
+pub const SHARDED_LIST_AND_WATCH_ENV: &str = "KINFORMER_E2E_SHARDED_LIST_AND_WATCH";
 /// Variable naming the kube-apiserver log.
 pub const APISERVER_LOG_ENV: &str = "KINFORMER_E2E_APISERVER_LOG";
 
@@ -54,6 +57,12 @@ pub fn kubeconfig_path() -> anyhow::Result<PathBuf> {
 /// Whether the real server runs with the WatchList feature gate on (default: yes).
 pub fn watch_list_enabled() -> bool {
     std::env::var(WATCH_LIST_ENV).map_or(true, |v| v != "false")
+}
+
+/// Whether the server under test applies `shardSelector` (the
+/// ShardedListAndWatch gate on; off when the variable is not set).
+pub fn sharded_list_and_watch_enabled() -> bool {
+    std::env::var(SHARDED_LIST_AND_WATCH_ENV).is_ok_and(|v| v == "true")
 }
 
 /// A line pointing at the server's logs, for failure messages.

@@ -72,6 +72,13 @@ impl SimBuilder {
         self
     }
 
+    /// Apply `shardSelector` as a server with the `ShardedListAndWatch`
+    /// gate does (default on); off, it is ignored, as by a server without it.
+    pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
+        self.config.serve.sharded_list_and_watch = on;
+        self
+    }
+
     /// Interval of periodic watch bookmarks (default 60 s).
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.config.serve.bookmark_interval = every;

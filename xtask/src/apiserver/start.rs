@@ -31,6 +31,10 @@ pub struct StartArgs {
     /// upstream since 1.34.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_list: bool,
+    /// The ShardedListAndWatch feature gate (KEP-5866: `shardSelector` on
+    /// LIST and WATCH; alpha, off upstream).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub sharded_list_and_watch: bool,
     /// More feature gates, e.g. `Foo=true,Bar=false`.
     #[arg(long)]
     pub feature_gates: Option<String>,
@@ -56,6 +60,7 @@ impl Default for StartArgs {
             build: BuildArgs::default(),
             dir: super::StateDirArg { state_dir: None },
             watch_list: true,
+            sharded_list_and_watch: false,
             feature_gates: None,
             uncached_resources: "secrets".into(),
             verbosity: 2,
@@ -164,7 +169,10 @@ pub fn start(args: &StartArgs) -> anyhow::Result<State> {
         }
     }
 
-    let mut gates = format!("WatchList={}", args.watch_list);
+    let mut gates = format!(
+        "WatchList={},ShardedListAndWatch={}",
+        args.watch_list, args.sharded_list_and_watch
+    );
     if let Some(more) = args.feature_gates.as_deref().filter(|g| !g.is_empty()) {
         gates.push(',');
         gates.push_str(more);
@@ -241,6 +249,7 @@ pub fn start(args: &StartArgs) -> anyhow::Result<State> {
         kubeconfig,
         token: token.clone(),
         watch_list: args.watch_list,
+        sharded_list_and_watch: args.sharded_list_and_watch,
     };
     st.save()?;
 

@@ -55,6 +55,9 @@ pub struct State {
     pub token: String,
     /// Whether the WatchList feature gate is on.
     pub watch_list: bool,
+    /// Whether the ShardedListAndWatch feature gate is on.
+    #[serde(default)]
+    pub sharded_list_and_watch: bool,
 }
 
 impl State {

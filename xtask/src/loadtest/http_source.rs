@@ -57,8 +57,9 @@ impl Feed {
 
 /// The server side: the simulator child, or a real cluster.
 pub(crate) enum Server {
-    /// The child process is kept alive (and killed on drop) by the variant.
-    Sim(#[allow(dead_code)] SimProcess, SimAdmin),
+    /// The child process (when this process started it) is kept alive,
+    /// and killed on drop, by the variant.
+    Sim(#[allow(dead_code)] Option<SimProcess>, SimAdmin),
     Cluster(ClusterDriver),
 }
 
@@ -154,6 +155,10 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     let (server, client) = connect(args, &rt)?;
     let strip = args.transform != TransformArg::None;
     let ns = server.namespace();
+    let mut options = kinformer::InformerOptions::default();
+    if let Some(shard) = &args.shard_of {
+        options = options.shard(parse_shard(shard)?);
+    }
     if args.metadata_only {
         let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
         drive(
@@ -161,12 +166,13 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
             &rt,
             &client,
             &server,
-            |f| f.metadata_informer::<Pod>(),
+            |f| f.metadata_informer_with::<Pod>(options.clone()),
             stream,
         )
     } else {
         let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
-        drive(args, &rt, &client, &server, |f| f.informer::<Pod>(), stream)
+        let informer = |f: &SharedInformerFactory| f.informer_with::<Pod>(options.clone());
+        drive(args, &rt, &client, &server, informer, stream)
     }
 }
 
@@ -194,9 +200,16 @@ pub(crate) fn connect(
             anyhow::Ok((Server::Cluster(driver), client, direct))
         })?,
         None => {
-            let sim = SimProcess::start(args)?;
+            let (sim, url) = match &args.sim_url {
+                Some(url) => (None, url.clone()),
+                None => {
+                    let sim = SimProcess::start(args)?;
+                    let url = sim.url.clone();
+                    (Some(sim), url)
+                }
+            };
             let (client, direct) = rt.block_on(async {
-                let config = kube::Config::new(sim.url.parse().context("simulator URL")?);
+                let config = kube::Config::new(url.parse().context("simulator URL")?);
                 let direct = direct_watch(args, &config)?;
                 anyhow::Ok((Client::try_from(config).context("kube client")?, direct))
             })?;
@@ -207,6 +220,12 @@ pub(crate) fn connect(
         }
     };
     Ok((server, Connection { client, direct }))
+}
+
+/// `I/N`: shard I of N equal ranges of the UID hash.
+fn parse_shard(s: &str) -> anyhow::Result<kinformer::ShardSelector> {
+    let (i, n) = s.split_once('/').context("--shard-of I/N")?;
+    Ok(kinformer::ShardSelector::uid_shard(i.parse()?, n.parse()?))
 }
 
 /// kinformer's direct watches, unless `--watch-transport client`.
@@ -555,9 +574,20 @@ where
     // The harness's own comparison (the truth map, every cache's key list)
     // is left out of the informer's peak, and reported apart.
     let peak_rss = peak_rss_bytes().max(peak_before_relist);
-    let truth = rt.block_on(server.truth())?;
+    if let Some(path) = &args.keys_out {
+        let mut out = String::new();
+        for (k, v) in caches[0].keys_and_versions() {
+            out.push_str(&format!("{k} {}\n", v.unwrap_or_default()));
+        }
+        std::fs::write(path, out).context("writing the cache's keys")?;
+    }
+    let truth = match args.keys_out {
+        // A replica's cache is one shard: the parent compares the union.
+        Some(_) => HashMap::new(),
+        None => rt.block_on(server.truth())?,
+    };
     let mut mismatches = usize::MAX;
-    for attempt in 0..10 {
+    for attempt in 0..if args.keys_out.is_some() { 0 } else { 10 } {
         mismatches = caches
             .iter()
             .map(|c| {
@@ -605,6 +635,7 @@ where
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes().max(peak_rss),
+        rss_before_bytes: rss_before,
         steady_rss_bytes: steady_rss,
         relist_rss_before_bytes: relist.map(|r| r.0),
         relist_peak_rss_bytes: relist.map(|r| r.1),

@@ -10,6 +10,7 @@ pub(crate) mod pods;
 pub(crate) mod process;
 pub(crate) mod progress;
 mod report;
+mod sharded;
 mod sim_process;
 mod synthetic;
 
@@ -229,6 +230,30 @@ pub struct LoadtestArgs {
     /// Write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Instead of one informer: one unsharded informer, then N informers of
+    /// `ShardSelector::uid_shard(i, N)`, each in a process of its own, one
+    /// after the other on the same simulator (each as if on a machine of
+    /// its own); their peak RSS, sync and CPU against the unsharded one's,
+    /// and whether the shards' union equals the source (sim source,
+    /// kinformer, no churn).
+    #[arg(long)]
+    pub shards: Option<u32>,
+    /// With `--shards`: the simulator ignores `shardSelector`, as a server
+    /// without the `ShardedListAndWatch` gate does, so the informers filter
+    /// on their side.
+    #[arg(long)]
+    pub sim_ignores_shards: bool,
+    /// A replica of `--shards`: the informer caches shard I of N (`I/N`).
+    #[arg(long, hide = true)]
+    pub shard_of: Option<String>,
+    /// A replica of `--shards`: the running simulator to use (not filled,
+    /// not owned).
+    #[arg(long, hide = true)]
+    pub sim_url: Option<String>,
+    /// A replica of `--shards`: write the cache's keys and versions to this
+    /// file instead of comparing them with the source.
+    #[arg(long, hide = true)]
+    pub keys_out: Option<PathBuf>,
     /// Hide progress bars.
     #[arg(long)]
     pub quiet: bool,
@@ -255,6 +280,9 @@ impl LoadtestArgs {
 
 /// Runs the load test and prints (and optionally writes) the report.
 pub fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
+    if args.shards.is_some() {
+        return sharded::run(args);
+    }
     run_report(args).map(drop)
 }
 
@@ -314,12 +342,15 @@ fn run_report(args: &LoadtestArgs) -> anyhow::Result<report::Report> {
         }
         Source::Sim | Source::Kubeconfig => http_source::run(args)?,
     };
-    report.print_table();
+    if args.keys_out.is_none() {
+        report.print_table();
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
         eprintln!("figures written to {}", path.display());
     }
-    if !report.cache_matches_source {
+    // A replica's cache is one shard: the parent compares their union.
+    if !report.cache_matches_source && args.keys_out.is_none() {
         bail!("the cache does not match the source");
     }
     Ok(report)

@@ -1,11 +1,11 @@
 //! The load test's figures: a summary table and the JSON document.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::measure::worst_tick;
 
 /// Everything a load test measured.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Report {
     /// "sim", "synthetic" or "kubeconfig".
     pub source: String,
@@ -68,6 +68,8 @@ pub struct Report {
     pub peak_rss_bytes: u64,
     /// Peak resident memory of this process including the final comparison.
     pub peak_rss_with_check_bytes: u64,
+    /// Resident memory before the informers started.
+    pub rss_before_bytes: u64,
     /// Resident memory after the initial sync.
     pub steady_rss_bytes: u64,
     /// With `--relist`: RSS just before the forced relist.

@@ -247,6 +247,7 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
         peak_rss_with_check_bytes: peak_rss_bytes(),
+        rss_before_bytes: rss_before,
         steady_rss_bytes: steady_rss,
         relist_rss_before_bytes: None,
         relist_peak_rss_bytes: None,

@@ -56,6 +56,10 @@ struct Args {
     /// killed without its clean-up must not leave the simulator running).
     #[arg(long)]
     exit_with_parent: bool,
+    /// Ignore `shardSelector`, as a server without the
+    /// `ShardedListAndWatch` gate does.
+    #[arg(long)]
+    ignore_shard_selector: bool,
 }
 
 /// Exits this process once its parent is gone (it is then reparented, so
@@ -113,6 +117,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .watch_chunks(args.watch_chunks)
         .stamp_commit_time(!args.no_commit_stamp)
         .protobuf_on_commit(args.protobuf_on_commit)
+        .sharded_list_and_watch(!args.ignore_shard_selector)
         .faults(faults)
         .build();
     if args.objects > 0 {

@@ -8,7 +8,7 @@
 //! queue sees the events of a key in the order the server sent them.
 //!
 //! Each thread has a queue of its own: a key's objects are decoded on the
-//! thread of its [shard](crate::shard), and the informer hands the objects
+//! thread of its [shard](crate::decode_thread), and the informer hands the objects
 //! it lets go of back to that thread through [`DecodePool::reclaimer`], so
 //! they are freed where they were allocated (cheaper for the allocator, and
 //! the freed memory is reused by the next objects decoded there). With the
@@ -103,7 +103,7 @@ impl DecodePool {
         self.submit_to(shard, f)
     }
 
-    /// Runs `f` on thread `shard % size` (see [`crate::shard`]), after the
+    /// Runs `f` on thread `shard % size` (see [`crate::decode_thread`]), after the
     /// jobs already queued there; otherwise as [`DecodePool::submit`].
     pub fn submit_to<T: Send + 'static>(
         &self,

@@ -10,7 +10,9 @@
 //! - `list`: the paged LIST path, streamed into the queue;
 //! - [`decode`]: the [`DecodePool`] of OS threads that decode objects;
 //! - [`whole`]: which types may be released whole, and [`DecodePool::release_whole_into`];
-//! - [`shard`]: which decode thread owns a key (objects are freed where decoded);
+//! - [`decode_thread`]: which decode thread owns a key (objects are freed where decoded);
+//! - [`reshard`]: moving a running reflector to another shard ([`ShardControl`]);
+//! - `shard_filter`: objects outside the shard told from their raw bytes;
 //! - [`events`]: the ordered decode pipeline (raw lines and items in, objects out);
 //! - [`target`]: what is listed and watched ([`ListWatchTarget`]) and how requests are built;
 //! - [`config`]: [`ReflectorConfig`] (page size, WatchList, timeouts, backoff);

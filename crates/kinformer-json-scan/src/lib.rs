@@ -70,14 +70,7 @@ pub fn member<'a>(obj: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 /// ```
 pub fn member_span(json: &[u8], path: &[&[u8]]) -> Option<Range<usize>> {
     let (last, parents) = path.split_last()?;
-    let mut s = Scanner { json, at: 0 };
-    s.open(b'{')?;
-    let mut depth = 1;
-    for name in parents {
-        s.find_member(name, depth)?;
-        s.open(b'{')?;
-        depth += 1;
-    }
+    let (mut s, depth) = Scanner::enter(json, parents)?;
     s.member_range(last, depth)
 }
 
@@ -100,14 +93,7 @@ pub fn string_members<'a, const N: usize>(
     path: &[&[u8]],
     names: [&[u8]; N],
 ) -> Option<[Option<&'a [u8]>; N]> {
-    let mut s = Scanner { json, at: 0 };
-    s.open(b'{')?;
-    let mut depth = 1;
-    for name in path {
-        s.find_member(name, depth)?;
-        s.open(b'{')?;
-        depth += 1;
-    }
+    let (mut s, depth) = Scanner::enter(json, path)?;
     s.string_members(names, depth)
 }
 

@@ -135,6 +135,21 @@ impl Scanner<'_> {
 }
 
 impl<'a> Scanner<'a> {
+    /// A scanner just inside the object at `path` (object members from
+    /// the top-level object of `json`, empty for that object), with that
+    /// object's nesting depth.
+    pub(crate) fn enter(json: &'a [u8], path: &[&[u8]]) -> Option<(Self, usize)> {
+        let mut s = Scanner { json, at: 0 };
+        s.open(b'{')?;
+        let mut depth = 1;
+        for name in path {
+            s.find_member(name, depth)?;
+            s.open(b'{')?;
+            depth += 1;
+        }
+        Some((s, depth))
+    }
+
     /// From just inside an object's `{` (nested `depth` deep): the raw
     /// bytes between the quotes of the string values of the members
     /// `names`, each `None` when the object has no such member with a

@@ -72,6 +72,39 @@ fn chaos_loadtest() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Short load tests of client-go's informers (`--impl client-go`, its Go
+/// harness built on the first run): typed Pods in JSON, then metadata-only
+/// Pods through metadatainformer in protobuf; each must end with the
+/// simulator's objects, having counted the churn.
+fn client_go_loadtests() -> anyhow::Result<()> {
+    for extra in [&[][..], &["--metadata-only"][..]] {
+        eprintln!("client-go load test: 3000 Pods, 5 s of churn {extra:?}");
+        let mut args = vec![
+            "--impl",
+            "client-go",
+            "--objects",
+            "3000",
+            "--duration",
+            "5",
+            "--churn",
+            "500",
+            "--settle",
+            "0",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let report = crate::loadtest::run_with(&args)?;
+        if report.updates_per_second <= 0.0 || report.lag_p99_us == 0 {
+            bail!(
+                "client-go's handler counted {} updates/s with a lag p99 of {} µs: it saw no churn",
+                report.updates_per_second,
+                report.lag_p99_us
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `cargo xtask e2e` with its default options.
 #[derive(Parser)]
 struct DefaultE2e {
@@ -100,6 +133,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         );
     }
     chaos_loadtest()?;
+    client_go_loadtests()?;
     if args.skip_e2e {
         if std::env::var_os("CI").is_some() {
             bail!("--skip-e2e is not allowed in CI");

@@ -37,7 +37,7 @@ pub fn go_module_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("apiserver")
 }
 
-fn cache_root(args: &BuildArgs) -> PathBuf {
+pub(crate) fn cache_root(args: &BuildArgs) -> PathBuf {
     if let Some(d) = &args.cache_dir {
         return d.clone();
     }
@@ -74,7 +74,7 @@ fn module_stamp() -> anyhow::Result<String> {
 }
 
 /// The Go toolchain: `$GO`, else `go` on PATH, else `/usr/local/go/bin/go`.
-fn find_go() -> anyhow::Result<PathBuf> {
+pub(crate) fn find_go() -> anyhow::Result<PathBuf> {
     if let Some(go) = std::env::var_os("GO").filter(|g| !g.is_empty()) {
         let go = PathBuf::from(go);
         if go.is_file() {
@@ -98,8 +98,9 @@ fn find_go() -> anyhow::Result<PathBuf> {
         return Ok(fallback);
     }
     bail!(
-        "the Go toolchain is needed to build kube-apiserver {K8S_VERSION} and etcd {ETCD_VERSION} \
-         for the end-to-end suite, and `go` was not found (not on PATH, not in /usr/local/go/bin, \
+        "the Go toolchain is needed to build the Go harnesses (kube-apiserver {K8S_VERSION} and \
+         etcd {ETCD_VERSION} for the end-to-end suite, client-go for `--impl client-go`), and \
+         `go` was not found (not on PATH, not in /usr/local/go/bin, \
          $GO unset). {GO_HELP}"
     )
 }
@@ -110,7 +111,7 @@ const GO_HELP: &str = "Install Go 1.26 or newer: the official release tarball un
      the Go module proxy and takes about 15 minutes on 2 cores (see docs/testing.md); later runs \
      reuse the cached binaries.";
 
-fn has_nice() -> bool {
+pub(crate) fn has_nice() -> bool {
     Command::new("nice")
         .arg("true")
         .status()

@@ -1,7 +1,8 @@
 //! The load test over HTTP: the simulator in a child process (or a real
-//! cluster) as the source, and either kinformer (its own reflector and
-//! shared informer factory) or kube-rs (kube-runtime's watcher + reflector
-//! Store) as the cache under test, both measured the same way.
+//! cluster) as the source, and kinformer (its own reflector and shared
+//! informer factory), kube-rs (kube-runtime's watcher + reflector Store) or
+//! client-go (its shared informer, in a Go child process) as the cache
+//! under test, all measured the same way.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -25,10 +26,11 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::admin::SimAdmin;
+use super::client_go::ClientGo;
 use super::cluster::{self, ClusterDriver};
 use super::host;
 use super::measure::{LagHandler, LagStats, Readers, compare, wait_for};
-use super::process::{cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
+use super::process::Proc;
 use super::sim_process::SimProcess;
 use super::{Impl, LoadtestArgs, Report, TransformArg, WatchTransport};
 
@@ -68,6 +70,15 @@ impl Server {
         match self {
             Self::Sim(..) => "sim",
             Self::Cluster(_) => "kubeconfig",
+        }
+    }
+
+    /// The simulator's URL (`None` for a real cluster).
+    pub(crate) fn sim_url(&self, args: &LoadtestArgs) -> Option<String> {
+        match self {
+            Self::Sim(Some(sim), _) => Some(sim.url.clone()),
+            Self::Sim(None, _) => args.sim_url.clone(),
+            Self::Cluster(_) => None,
         }
     }
 
@@ -155,7 +166,11 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
     let (server, client) = connect(args, &rt)?;
     let strip = args.transform != TransformArg::None;
     let ns = server.namespace();
+    // Explicit options replace the factory's defaults: the namespace too.
     let mut options = kinformer::InformerOptions::default();
+    if let Some(ns) = ns {
+        options = options.namespace(ns);
+    }
     if let Some(shard) = &args.shard_of {
         options = options.shard(parse_shard(shard)?);
     }
@@ -430,6 +445,50 @@ impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cache<K> for
     }
 }
 
+impl<K: 'static> Cache<K> for ClientGo {
+    fn synced(&self) -> bool {
+        self.status().synced
+    }
+    fn drained(&self) -> bool {
+        // What the handlers were called with is what `seen_rv` says.
+        true
+    }
+    fn contains(&self, _: &str) -> bool {
+        // Its readers run in the harness (`ClientGo::start_readers`).
+        false
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.status().len)
+    }
+    fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
+        self.keys_and_versions().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "client-go's keys");
+            Vec::new()
+        })
+    }
+    fn keys(&self, _: usize) -> Vec<String> {
+        Vec::new()
+    }
+    fn handler_panics(&self) -> u64 {
+        0
+    }
+    fn seen_rv(&self) -> u64 {
+        self.status().seen_rv
+    }
+    fn relists(&self) -> u64 {
+        self.status().expired
+    }
+    fn watch_restarts(&self) -> u64 {
+        self.status().watch_errors
+    }
+    fn batches(&self) -> Option<(u64, u64)> {
+        None
+    }
+    fn shutdown(&self) {
+        ClientGo::shutdown(self);
+    }
+}
+
 fn drive<K>(
     args: &LoadtestArgs,
     rt: &tokio::runtime::Runtime,
@@ -441,9 +500,27 @@ fn drive<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    // client-go's harness is started first and measured from outside; its
+    // informer waits for the clock.
+    let client_go = match args.implementation {
+        Impl::ClientGo => {
+            if args.informers > 1 || args.relist {
+                bail!("--impl client-go runs one informer and no --relist");
+            }
+            let url = server.sim_url(args);
+            Some(Arc::new(ClientGo::spawn(
+                args,
+                url.as_deref(),
+                server.namespace(),
+                &[],
+            )?))
+        }
+        _ => None,
+    };
+    let process = client_go.as_ref().map_or(Proc::This, |c| c.process());
     let settled = host::settle(args.settle_max());
-    let rss_before = rss_bytes();
-    let cpu_before = cpu_seconds();
+    let rss_before = process.rss_bytes();
+    let cpu_before = process.cpu_seconds();
     let mut caches: Vec<Arc<dyn Cache<K>>> = Vec::new();
     let mut stats: Vec<Arc<LagStats>> = Vec::new();
     // kinformer's reflectors on a runtime of their own: each run of watch
@@ -470,6 +547,14 @@ where
                 start_kinformer(args, on, client, server, &informer, &mut stats)?
             }
             Impl::KubeRs => start_kube_rs(rt, stream(client.client.clone()), &mut stats)?,
+            Impl::ClientGo => {
+                let Some(c) = client_go.clone() else {
+                    bail!("the client-go harness is not running");
+                };
+                c.start()?;
+                stats.push(LagStats::new()?);
+                c as Arc<dyn Cache<K>>
+            }
         };
         caches.push(cache);
     }
@@ -491,7 +576,7 @@ where
         caches.iter().for_each(|c| c.shutdown());
         bail!("initial sync did not finish within 900 s");
     }
-    let steady_rss = rss_bytes();
+    let steady_rss = process.rss_bytes();
 
     if args.burst.is_some() && !matches!(server, Server::Sim(..)) {
         bail!("--burst needs the sim source");
@@ -500,12 +585,15 @@ where
         for s in &stats {
             s.start_recording(args.lag_warmup());
         }
+        client_go
+            .as_ref()
+            .map_or(Ok(()), |c| c.record(Some(args.lag_warmup())))
     };
     // A burst's updates are committed before the clock starts.
     let burst_made = match args.burst {
         Some(_) => Some(rt.block_on(server.churn(args))?),
         None => {
-            record();
+            record()?;
             None
         }
     };
@@ -517,7 +605,13 @@ where
         _ => caches[0].keys(100_000),
     };
     let reader_cache = Arc::clone(&caches[0]);
-    let readers = Readers::start(args.readers, keys, move |k| reader_cache.contains(k));
+    let readers = match &client_go {
+        Some(c) => {
+            c.start_readers(args.readers)?;
+            Readers::start(0, keys, |_| false)
+        }
+        None => Readers::start(args.readers, keys, move |k| reader_cache.contains(k)),
+    };
     let batches_before = caches[0].batches();
     let start = Instant::now();
     let churn_steal = host::StealMeter::start();
@@ -526,6 +620,9 @@ where
             // Counted, not timed: the lag would include the hold.
             for s in &stats {
                 s.start_counting();
+            }
+            if let Some(c) = &client_go {
+                c.record(None)?;
             }
             // Scripts that measure the burst alone open their window here
             // (benches/scripts/burstcpu.sh).
@@ -559,12 +656,16 @@ where
         .batches()
         .zip(batches_before)
         .and_then(|((d1, b1), (d0, b0))| (b1 > b0).then(|| (d1 - d0) as f64 / (b1 - b0) as f64));
-    let reads = readers.stop();
+    let reads = readers.stop()
+        + match &client_go {
+            Some(c) => c.finish(&stats[0])?,
+            None => 0,
+        };
     if !caught_up {
         tracing::warn!("the cache did not reach the source's resourceVersion within 120 s");
     }
 
-    let peak_before_relist = peak_rss_bytes();
+    let peak_before_relist = process.peak_rss_bytes();
     let relist = if args.relist {
         measure_relist(rt, server, &caches)?
     } else {
@@ -573,7 +674,7 @@ where
 
     // The harness's own comparison (the truth map, every cache's key list)
     // is left out of the informer's peak, and reported apart.
-    let peak_rss = peak_rss_bytes().max(peak_before_relist);
+    let peak_rss = process.peak_rss_bytes().max(peak_before_relist);
     if let Some(path) = &args.keys_out {
         let mut out = String::new();
         for (k, v) in caches[0].keys_and_versions() {
@@ -634,7 +735,7 @@ where
         lag_worst_per_tick_us: lag.worst_per_tick_us,
         reads_per_second: reads as f64 / churn_seconds,
         peak_rss_bytes: peak_rss,
-        peak_rss_with_check_bytes: peak_rss_bytes().max(peak_rss),
+        peak_rss_with_check_bytes: process.peak_rss_bytes().max(peak_rss),
         rss_before_bytes: rss_before,
         steady_rss_bytes: steady_rss,
         relist_rss_before_bytes: relist.map(|r| r.0),
@@ -642,7 +743,7 @@ where
         relist_peak_ratio: relist.map(|r| r.1 as f64 / r.0.max(1) as f64),
         bytes_per_object: steady_rss.saturating_sub(rss_before)
             / (args.objects.max(1) * caches.len()) as u64,
-        cpu_seconds: cpu_seconds() - cpu_before,
+        cpu_seconds: process.cpu_seconds() - cpu_before,
         relists: caches.iter().map(|c| c.relists()).sum(),
         watch_restarts: caches.iter().map(|c| c.watch_restarts()).sum(),
         faults_injected,
@@ -735,8 +836,8 @@ fn measure_relist<K: 'static>(
     server: &Server,
     caches: &[Arc<dyn Cache<K>>],
 ) -> anyhow::Result<Option<(u64, u64)>> {
-    let before = rss_bytes();
-    if !reset_peak_rss() {
+    let before = Proc::This.rss_bytes();
+    if !Proc::This.reset_peak_rss() {
         tracing::warn!(
             "cannot reset the peak RSS (/proc/self/clear_refs); relist peak not measured"
         );
@@ -755,7 +856,7 @@ fn measure_relist<K: 'static>(
     if !done {
         bail!("the relist did not finish within 300 s");
     }
-    Ok(Some((before, peak_rss_bytes())))
+    Ok(Some((before, Proc::This.peak_rss_bytes())))
 }
 
 /// One kube-rs reflector Store fed by kube's watcher; its "handler" is the

@@ -2,6 +2,7 @@
 //! readers query the cache, then compare the cache with the source of truth.
 
 mod admin;
+pub(crate) mod client_go;
 mod cluster;
 pub(crate) mod host;
 pub(crate) mod http_source;
@@ -40,13 +41,18 @@ pub enum Impl {
     Kinformer,
     /// kube-runtime's watcher + reflector Store, for comparison.
     KubeRs,
+    /// client-go's shared informer factory (typed, or metadatainformer for
+    /// `--metadata-only`) in a Go child process (`xtask/clientgo/`).
+    ClientGo,
 }
 
 impl Impl {
-    fn as_str(self) -> &'static str {
+    /// Its name on the command line and in reports.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Kinformer => "kinformer",
             Self::KubeRs => "kube-rs",
+            Self::ClientGo => "client-go",
         }
     }
 }
@@ -260,9 +266,16 @@ pub struct LoadtestArgs {
 }
 
 impl LoadtestArgs {
-    /// Whether the informer under test lists and watches in protobuf.
+    /// Whether the informer under test lists and watches in protobuf:
+    /// kinformer's metadata informers unless `--no-protobuf`, client-go's
+    /// always (its metadata client asks for it; its typed Pods are JSON).
     pub(crate) fn protobuf(&self) -> bool {
-        self.metadata_only && self.implementation == Impl::Kinformer && !self.no_protobuf
+        self.metadata_only
+            && match self.implementation {
+                Impl::Kinformer => !self.no_protobuf,
+                Impl::ClientGo => true,
+                Impl::KubeRs => false,
+            }
     }
 
     pub(crate) fn churn_duration(&self) -> Duration {
@@ -327,7 +340,7 @@ fn run_report(args: &LoadtestArgs) -> anyhow::Result<report::Report> {
     let report = match source {
         Source::Synthetic => {
             if args.implementation != Impl::Kinformer {
-                bail!("--impl kube-rs needs --source sim");
+                bail!("--impl {} needs --source sim", args.implementation.as_str());
             }
             if args.metadata_only {
                 bail!("--metadata-only needs --source sim or kubeconfig");

@@ -1,23 +1,67 @@
-//! Figures of this process from /proc: resident memory and CPU time.
+//! Figures of a process from /proc: resident memory and CPU time, of this
+//! process or of a child that holds the cache under test.
 
-/// Current resident set size in bytes (VmRSS).
+/// The process measured.
+#[derive(Clone, Copy, Debug)]
+pub enum Proc {
+    /// This process.
+    This,
+    /// A child process, by PID.
+    Child(u32),
+}
+
+impl Proc {
+    fn path(self, file: &str) -> String {
+        match self {
+            Self::This => format!("/proc/self/{file}"),
+            Self::Child(pid) => format!("/proc/{pid}/{file}"),
+        }
+    }
+
+    /// Current resident set size in bytes (VmRSS).
+    pub fn rss_bytes(self) -> u64 {
+        self.status_kib("VmRSS:") * 1024
+    }
+
+    /// Peak resident set size in bytes (VmHWM).
+    pub fn peak_rss_bytes(self) -> u64 {
+        self.status_kib("VmHWM:") * 1024
+    }
+
+    /// Resets the peak resident set size (VmHWM) to the current RSS, so
+    /// that a later [`Proc::peak_rss_bytes`] measures one phase. False if
+    /// the kernel refused.
+    pub fn reset_peak_rss(self) -> bool {
+        std::fs::write(self.path("clear_refs"), "5").is_ok()
+    }
+
+    fn status_kib(self, field: &str) -> u64 {
+        status_kib(&self.path("status"), field)
+    }
+
+    /// User + system CPU seconds consumed by the process so far.
+    pub fn cpu_seconds(self) -> f64 {
+        cpu_seconds_of(&self.path("stat"))
+    }
+}
+
+/// Current resident set size of this process in bytes (VmRSS).
 pub fn rss_bytes() -> u64 {
-    status_kib("VmRSS:") * 1024
+    Proc::This.rss_bytes()
 }
 
-/// Peak resident set size in bytes (VmHWM).
+/// Peak resident set size of this process in bytes (VmHWM).
 pub fn peak_rss_bytes() -> u64 {
-    status_kib("VmHWM:") * 1024
+    Proc::This.peak_rss_bytes()
 }
 
-/// Resets the peak resident set size (VmHWM) to the current RSS, so that a
-/// later [`peak_rss_bytes`] measures one phase. False if the kernel refused.
+/// Resets this process's peak resident set size (see [`Proc::reset_peak_rss`]).
 pub fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+    Proc::This.reset_peak_rss()
 }
 
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+fn status_kib(path: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {
             s.lines()
@@ -30,7 +74,11 @@ fn status_kib(field: &str) -> u64 {
 
 /// User + system CPU seconds consumed by this process so far.
 pub fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    Proc::This.cpu_seconds()
+}
+
+fn cpu_seconds_of(path: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;
     };
     // Fields after the parenthesised command name; utime and stime are 14 and 15.

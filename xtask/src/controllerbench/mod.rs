@@ -1,5 +1,6 @@
 //! `cargo xtask controllerbench`: kinformer-controller's `Controller`
-//! against kube-runtime's `Controller`, on the load test's simulator.
+//! against kube-runtime's `Controller` and client-go's workqueue with
+//! worker goroutines ([`client_go`]), on the load test's simulator.
 //!
 //! One run, one implementation:
 //!
@@ -24,6 +25,8 @@
 //! `Store::get`), records the key as in flight, yields once to the runtime
 //! (so that two reconciles of a key running at once would overlap and be
 //! counted), and returns "await change".
+
+mod client_go;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -54,7 +57,7 @@ use serde::de::DeserializeOwned;
 use crate::loadtest::http_source::{self, Connection, Server};
 use crate::loadtest::measure::{compare, now_unix_nanos, wait_for};
 use crate::loadtest::pods::{self, COMMIT_ANNOTATION};
-use crate::loadtest::process::{peak_rss_bytes, reset_peak_rss, rss_bytes};
+use crate::loadtest::process::{Proc, reset_peak_rss, rss_bytes};
 use crate::loadtest::{Impl, LoadtestArgs, TransformArg, host};
 
 /// Options of `cargo xtask controllerbench`.
@@ -74,7 +77,8 @@ pub struct ControllerbenchArgs {
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
     /// Reconciles at once (default: each library's own default: 16 for
-    /// kinformer-controller, unbounded for kube-rs).
+    /// kinformer-controller, unbounded for kube-rs; client-go has none, and
+    /// runs 16 workers).
     #[arg(long)]
     pub concurrency: Option<usize>,
     /// The controller under test.
@@ -336,6 +340,57 @@ impl Tracker {
     }
 }
 
+/// What the benchmark reads of the reconciles: this process's [`Tracker`],
+/// or the one in client-go's harness.
+trait Reconciled {
+    /// Distinct keys reconciled at least once.
+    fn distinct(&self) -> u64;
+    /// Reconciles started.
+    fn reconciles(&self) -> u64;
+    /// Records the latency of changes committed from now on.
+    fn start_recording(&self) -> anyhow::Result<()>;
+    /// Keys of `truth` whose newest version was not reconciled.
+    fn lost(&self, truth: &HashMap<String, String>) -> anyhow::Result<usize>;
+    /// The figures at the end.
+    fn figures(&self) -> anyhow::Result<Figures>;
+}
+
+/// What a [`Reconciled`] says at the end.
+struct Figures {
+    /// Commit → reconcile latency, µs.
+    latency: Histogram<u64>,
+    /// Reconciles that started while another of the same key ran.
+    concurrent: u64,
+    /// Reconciles started.
+    reconciles: u64,
+    /// Distinct keys reconciled.
+    distinct: u64,
+}
+
+impl Reconciled for Tracker {
+    fn distinct(&self) -> u64 {
+        self.distinct.load(Ordering::Relaxed)
+    }
+    fn reconciles(&self) -> u64 {
+        self.reconciles.load(Ordering::SeqCst)
+    }
+    fn start_recording(&self) -> anyhow::Result<()> {
+        Tracker::start_recording(self);
+        Ok(())
+    }
+    fn lost(&self, truth: &HashMap<String, String>) -> anyhow::Result<usize> {
+        Ok(Tracker::lost(self, truth))
+    }
+    fn figures(&self) -> anyhow::Result<Figures> {
+        Ok(Figures {
+            latency: self.latency.lock().clone(),
+            concurrent: self.concurrent.load(Ordering::SeqCst),
+            reconciles: self.reconciles.load(Ordering::SeqCst),
+            distinct: self.distinct.load(Ordering::SeqCst),
+        })
+    }
+}
+
 /// The `namespace/name` key of an object.
 fn key_of<K: Resource>(obj: &K) -> ObjectKey {
     let m = obj.meta();
@@ -355,6 +410,8 @@ struct Running {
     synced: Box<dyn Fn() -> Option<bool>>,
     /// Shuts the controller (and its informer) down; its counters.
     stop: StopFn,
+    /// The process whose memory is measured.
+    process: Proc,
 }
 
 /// Shuts a controller under test down on the runtime given; its counters
@@ -368,6 +425,7 @@ pub fn run(args: &ControllerbenchArgs) -> anyhow::Result<()> {
     let bytes_per_queued_key = match args.implementation {
         Impl::Kinformer => Some(kinformer_queue_bytes(queued_keys)),
         Impl::KubeRs => Some(kube_rs_queue_bytes(queued_keys)?),
+        Impl::ClientGo => Some(client_go::queue_bytes(queued_keys)?),
     };
     if !reset_peak_rss() {
         tracing::warn!("cannot reset the peak RSS; it includes the queue measurement");
@@ -380,11 +438,7 @@ pub fn run(args: &ControllerbenchArgs) -> anyhow::Result<()> {
         "--duration".into(),
         args.duration.to_string(),
         "--impl".into(),
-        match args.implementation {
-            Impl::Kinformer => "kinformer",
-            Impl::KubeRs => "kube-rs",
-        }
-        .into(),
+        args.implementation.as_str().into(),
     ];
     if args.metadata_only {
         lt_args.push("--metadata-only".into());
@@ -440,11 +494,24 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let n = args.objects;
-    let tracker = Arc::new(Tracker::new(n)?);
     let t0 = Instant::now();
-    let running = match args.implementation {
-        Impl::Kinformer => start_kinformer(args, lt, rt, conn, server, &informer, &tracker)?,
-        Impl::KubeRs => start_kube_rs::<K>(args, rt, conn, &tracker)?,
+    let (tracker, running): (Arc<dyn Reconciled>, Running) = match args.implementation {
+        Impl::Kinformer => {
+            let tracker = Arc::new(Tracker::new(n)?);
+            let running = start_kinformer(args, lt, rt, conn, server, &informer, &tracker)?;
+            (tracker, running)
+        }
+        Impl::KubeRs => {
+            let tracker = Arc::new(Tracker::new(n)?);
+            (
+                tracker.clone(),
+                start_kube_rs::<K>(args, rt, conn, &tracker)?,
+            )
+        }
+        Impl::ClientGo => {
+            let (tracker, running) = client_go::start(args, lt, server)?;
+            (tracker, running)
+        }
     };
 
     // (a) The startup pass.
@@ -456,7 +523,7 @@ where
         if sync_seconds.is_none() && (running.synced)() == Some(true) {
             sync_seconds = Some(t0.elapsed().as_secs_f64());
         }
-        let done = tracker.distinct.load(Ordering::Relaxed);
+        let done = tracker.distinct();
         if polls.is_multiple_of(20) {
             bar.set_position(done);
         }
@@ -470,11 +537,11 @@ where
     }
 
     // (b) The full reconcile.
-    let before = tracker.reconciles.load(Ordering::SeqCst);
+    let before = tracker.reconciles();
     let t1 = Instant::now();
     (running.reconcile_all)();
     let passed = wait_for(Duration::from_secs(600), || {
-        tracker.reconciles.load(Ordering::Relaxed) >= before + n as u64
+        tracker.reconciles() >= before + n as u64
     });
     let reconcile_all_seconds = t1.elapsed().as_secs_f64();
     if !passed {
@@ -485,7 +552,7 @@ where
     std::thread::sleep(Duration::from_millis(200));
 
     // (c) Latency under churn.
-    tracker.start_recording();
+    tracker.start_recording()?;
     let changes_made = if args.duration > 0.0 {
         let bar = crate::loadtest::progress::bar(
             args.quiet,
@@ -498,17 +565,17 @@ where
         0
     };
     let churn_end = Instant::now();
-    let peak_rss = peak_rss_bytes();
+    let peak_rss = running.process.peak_rss_bytes();
     let truth = rt.block_on(server.truth())?;
     let caught_up = wait_for(Duration::from_secs(120), || {
         std::thread::sleep(Duration::from_millis(95));
-        tracker.lost(&truth) == 0
+        tracker.lost(&truth).unwrap_or(usize::MAX) == 0
     });
     let catch_up_seconds = churn_end.elapsed().as_secs_f64();
     if !caught_up {
         tracing::warn!("some keys' newest state was not reconciled within 120 s");
     }
-    let keys_lost = tracker.lost(&truth);
+    let keys_lost = tracker.lost(&truth)?;
     let mut mismatches = usize::MAX;
     for attempt in 0..10 {
         let pairs = (running.cache)();
@@ -522,9 +589,10 @@ where
         tracing::info!(attempt, mismatches, "cache not yet converged");
         std::thread::sleep(Duration::from_secs(1));
     }
+    let figures = tracker.figures()?;
     let stats = (running.stop)(rt)?;
     let (p50, p99, max, samples) = {
-        let h = tracker.latency.lock();
+        let h = &figures.latency;
         (
             h.value_at_quantile(0.5),
             h.value_at_quantile(0.99),
@@ -537,11 +605,7 @@ where
         non_defaults.push(format!("concurrency {c}"));
     }
     Ok(BenchReport {
-        implementation: match args.implementation {
-            Impl::Kinformer => "kinformer",
-            Impl::KubeRs => "kube-rs",
-        }
-        .into(),
+        implementation: args.implementation.as_str().into(),
         objects: n,
         metadata_only: args.metadata_only,
         encoding: String::new(),
@@ -551,6 +615,10 @@ where
         concurrency_default: match args.implementation {
             Impl::Kinformer => format!("{}", kinformer::controller::DEFAULT_CONCURRENCY),
             Impl::KubeRs => "unbounded".into(),
+            Impl::ClientGo => format!(
+                "{} workers (client-go has no default; kinformer-controller's)",
+                client_go::DEFAULT_WORKERS
+            ),
         },
         non_defaults,
         settle_seconds: 0.0,
@@ -567,16 +635,21 @@ where
         catch_up_seconds,
         bytes_per_queued_key: None,
         bytes_per_key_alone: None,
-        bytes_per_queued_key_method: "RSS growth (VmRSS) of this process, before the simulator \
-            and informer start, from adding N freshly built namespace/name keys to an empty queue"
-            .into(),
+        bytes_per_queued_key_method: match args.implementation {
+            Impl::ClientGo => "RSS growth (VmRSS, after a GC) of a fresh harness process from \
+                adding N freshly built namespace/name keys to an empty workqueue"
+                .into(),
+            _ => "RSS growth (VmRSS) of this process, before the simulator and informer start, \
+                from adding N freshly built namespace/name keys to an empty queue"
+                .into(),
+        },
         queued_keys_measured: 0,
         peak_rss_bytes: peak_rss,
         keys_lost,
-        concurrent_reconciles_of_one_key: tracker.concurrent.load(Ordering::SeqCst),
+        concurrent_reconciles_of_one_key: figures.concurrent,
         cache_matches_source: mismatches == 0,
-        reconciles_total: tracker.reconciles.load(Ordering::SeqCst),
-        distinct_keys_reconciled: tracker.distinct.load(Ordering::SeqCst),
+        reconciles_total: figures.reconciles,
+        distinct_keys_reconciled: figures.distinct,
         controller_stats: stats.map(StatsReport::from),
     })
 }
@@ -640,6 +713,7 @@ where
                 .collect()
         }),
         synced: Box::new(move || Some(synced_informer.has_synced())),
+        process: Proc::This,
         stop: Box::new(move |rt| {
             handle.shutdown();
             let stats = rt
@@ -734,6 +808,7 @@ where
                 .collect()
         }),
         synced: Box::new(|| None),
+        process: Proc::This,
         stop: Box::new(move |rt| {
             let _ = stop_tx.send(());
             rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), task).await })

@@ -118,6 +118,25 @@ pub(crate) fn has_nice() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `go build -trimpath` in the module `dir` (at `nice -n 19` when `nice`),
+/// static, with the module graph read-only; the caller adds the flags,
+/// output and package.
+pub(crate) fn go_build(go: &Path, nice: bool, dir: &Path) -> Command {
+    let mut cmd = if nice {
+        let mut c = Command::new("nice");
+        c.args(["-n", "19"]).arg(go);
+        c
+    } else {
+        Command::new(go)
+    };
+    cmd.current_dir(dir)
+        .args(["build", "-trimpath"])
+        // Static binaries like upstream's releases; no C toolchain needed.
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=readonly -buildvcs=false");
+    cmd
+}
+
 /// Build both binaries unless the cache already has them; returns their paths.
 pub fn ensure_built(args: &BuildArgs) -> anyhow::Result<Binaries> {
     let dir = bin_dir(args);
@@ -168,20 +187,10 @@ pub fn ensure_built(args: &BuildArgs) -> anyhow::Result<Binaries> {
     let started = Instant::now();
     for (name, pkg, ldflags) in &targets {
         let t = Instant::now();
-        let mut cmd = if nice {
-            let mut c = Command::new("nice");
-            c.args(["-n", "19"]).arg(&go);
-            c
-        } else {
-            Command::new(&go)
-        };
-        cmd.current_dir(go_module_dir())
-            .args(["build", "-trimpath", "-ldflags", ldflags, "-o"])
+        let mut cmd = go_build(&go, nice, &go_module_dir());
+        cmd.args(["-ldflags", ldflags, "-o"])
             .arg(tmp.join(name))
-            .arg(pkg)
-            // Static binaries like upstream's releases; no C toolchain needed.
-            .env("CGO_ENABLED", "0")
-            .env("GOFLAGS", "-mod=readonly -buildvcs=false");
+            .arg(pkg);
         let status = cmd
             .status()
             .with_context(|| format!("running {} build {pkg}", go.display()))?;

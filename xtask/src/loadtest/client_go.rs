@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::measure::LagStats;
 use super::process::Proc;
 use super::{LoadtestArgs, TransformArg};
-use crate::apiserver::build::{BuildArgs, cache_root, find_go, has_nice};
+use crate::apiserver::build::{BuildArgs, cache_root, find_go, go_build, has_nice};
 
 /// The client-go release the harness pins (must match `xtask/clientgo/go.mod`).
 pub const CLIENT_GO_VERSION: &str = "v0.37.2";
@@ -56,20 +56,10 @@ pub fn ensure_built() -> anyhow::Result<PathBuf> {
         dir.display()
     );
     let tmp = dir.join(format!(".build-{}", std::process::id()));
-    let mut cmd = if has_nice() {
-        let mut c = Command::new("nice");
-        c.args(["-n", "19"]).arg(&go);
-        c
-    } else {
-        Command::new(&go)
-    };
-    let status = cmd
-        .current_dir(module_dir())
-        .args(["build", "-trimpath", "-o"])
+    let status = go_build(&go, has_nice(), &module_dir())
+        .arg("-o")
         .arg(&tmp)
         .arg(".")
-        .env("CGO_ENABLED", "0")
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
         .status()
         .with_context(|| format!("running {} build", go.display()))?;
     if !status.success() {

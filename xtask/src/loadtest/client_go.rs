@@ -79,7 +79,8 @@ pub struct Status {
     pub synced: bool,
     /// The newest resourceVersion every handler was called with.
     pub seen_rv: u64,
-    /// Objects in the store.
+    /// Objects in the store (asked for by `status len` only).
+    #[serde(default)]
     pub len: usize,
     /// Watches that ended in an error (the reflector's watch error handler).
     pub watch_errors: u64,
@@ -186,7 +187,17 @@ impl ClientGo {
     /// The informer's state now (the default when the harness failed, which
     /// is logged: the waits then run out and say so).
     pub fn status(&self) -> Status {
-        self.request("status").unwrap_or_else(|e| {
+        self.status_of("status")
+    }
+
+    /// [`Self::status`] with the objects cached counted (which copies
+    /// every key in the harness).
+    pub fn status_with_len(&self) -> Status {
+        self.status_of("status len")
+    }
+
+    fn status_of(&self, command: &str) -> Status {
+        self.request(command).unwrap_or_else(|e| {
             tracing::error!(error = %e, "client-go status");
             Status::default()
         })

@@ -458,7 +458,7 @@ impl<K: 'static> Cache<K> for ClientGo {
         false
     }
     fn len(&self) -> Option<usize> {
-        Some(self.status().len)
+        Some(self.status_with_len().len)
     }
     fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
         self.keys_and_versions().unwrap_or_else(|e| {
@@ -562,7 +562,10 @@ where
     let mut polls = 0u64;
     let synced = wait_for(Duration::from_secs(900), || {
         polls += 1;
-        if polls.is_multiple_of(20)
+        // Counting is not free everywhere (client-go copies its keys):
+        // only for a bar that is shown.
+        if !args.quiet
+            && polls.is_multiple_of(20)
             && let Some(n) = caches[0].len()
         {
             sync.set_position(n as u64);

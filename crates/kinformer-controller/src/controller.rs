@@ -14,7 +14,6 @@ use futures::{FutureExt, Stream, StreamExt};
 use kinformer_core::panic::caught_panic_message;
 use kinformer_core::{IndexFn, Indexer, InformerError, ObjectKey, SharedIndexInformer, UID_INDEX};
 use kube_core::Resource;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -343,32 +342,20 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
             timeout: reconcile_timeout,
             name: Arc::clone(&handle.name),
         });
+        // `concurrency` workers, each taking a key, reconciling it and taking
+        // the next: no task is spawned per reconcile.
         let mut in_flight = JoinSet::new();
         if wait_synced(synced, &cancel).await {
-            let permits = Arc::new(Semaphore::new(concurrency));
-            loop {
-                let permit = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => break,
-                    permit = Arc::clone(&permits).acquire_owned() => match permit {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
-                };
-                let key = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => break,
-                    key = queue.next() => match key {
-                        Some(key) => key,
-                        None => break,
-                    },
-                };
+            for _ in 0..concurrency {
                 let worker = Arc::clone(&worker);
-                in_flight.spawn(async move {
-                    worker.reconcile(key).await;
-                    drop(permit);
-                });
-                while in_flight.try_join_next().is_some() {}
+                let cancel = cancel.clone();
+                in_flight.spawn(async move { worker.work(&cancel).await });
+            }
+            let workers_ended = async { while in_flight.join_next().await.is_some() {} };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {}
+                () = workers_ended => {}
             }
         }
 
@@ -460,6 +447,32 @@ where
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     P: Fn(Arc<K>, &E, Arc<Ctx>) -> Action + Send + Sync + 'static,
 {
+    /// One worker: takes keys until the controller is cancelled or the
+    /// queue shuts down, reconciling each before taking the next.
+    async fn work(&self, cancel: &CancellationToken) {
+        loop {
+            if cancel.is_cancelled() {
+                return;
+            }
+            // A ready key is taken without registering for a wake-up.
+            let key = match self.queue.try_get() {
+                Some(key) => key,
+                None => tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return,
+                    key = self.queue.next() => match key {
+                        Some(key) => key,
+                        None => return,
+                    },
+                },
+            };
+            self.reconcile(key).await;
+            // A reconcile that never waits must not keep this worker's
+            // thread from the runtime's other tasks.
+            tokio::task::consume_budget().await;
+        }
+    }
+
     /// Reconciles `key`, applies the outcome and marks it done.
     async fn reconcile(&self, key: ObjectKey) {
         let Some(obj) = self.indexer.get(key.as_str()) else {

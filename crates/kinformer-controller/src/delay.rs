@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::priority::Priority;
-use crate::queue::{Shared, State, WorkQueue};
+use crate::queue::{KeyHasher, Shared, State, WorkQueue};
 
 /// Stale heap entries tolerated before a rebuild is considered.
 const COMPACT_MIN_STALE: usize = 64;
@@ -42,7 +42,7 @@ const COMPACT_MIN_STALE: usize = 64;
 /// Items waiting for their deadline.
 pub(crate) struct DelayHeap<T> {
     heap: BinaryHeap<Pending<T>>,
-    waiting: HashMap<T, Waiting>,
+    waiting: HashMap<T, Waiting, KeyHasher>,
     next_seq: u64,
     stale: usize,
 }
@@ -85,7 +85,7 @@ impl<T: Eq + Hash + Clone> DelayHeap<T> {
     pub(crate) fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
-            waiting: HashMap::new(),
+            waiting: HashMap::default(),
             next_seq: 0,
             stale: 0,
         }
@@ -186,7 +186,7 @@ impl<T: Eq + Hash + Clone> DelayHeap<T> {
     /// Drops every waiting item.
     pub(crate) fn clear(&mut self) {
         self.heap = BinaryHeap::new();
-        self.waiting = HashMap::new();
+        self.waiting = HashMap::default();
         self.stale = 0;
     }
 }

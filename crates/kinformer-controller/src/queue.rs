@@ -22,9 +22,9 @@
 //! [`tokio::sync::Notify`]. Every item made ready signals one waiter of each
 //! kind (a thread and a task); a waiter that finds nothing left waits again.
 //! Neither can lose a wake-up: a thread checks the queue and starts waiting
-//! under the queue's mutex, and a task registers its `Notified` future
-//! (`enable`) *before* it checks the queue, so a signal sent between the check
-//! and the wait still reaches it. Two mechanisms rather than one, because a
+//! under the queue's mutex, and a task that found nothing ready registers its
+//! `Notified` future (`enable`) *before* it checks the queue again, so a
+//! signal sent between that check and the wait still reaches it. Two mechanisms rather than one, because a
 //! condvar cannot wake a future and blocking a thread on a future would need
 //! an executor; a queue used only by threads (or only by tasks) pays nothing
 //! for the other kind beyond an uncontended atomic operation per item.
@@ -64,6 +64,10 @@ use crate::delay::DelayHeap;
 use crate::metrics::DurationHistogram;
 use crate::priority::{Priority, ReadyQueue, Slot};
 use crate::rate_limit::RateLimiter;
+
+/// The hasher of the queue's maps: fast, and seeded per process so that
+/// object names chosen by cluster users cannot force collisions.
+pub(crate) type KeyHasher = foldhash::fast::RandomState;
 
 /// A work queue of keys for controller workers, with client-go semantics.
 ///
@@ -145,10 +149,10 @@ struct Dirty {
 }
 
 pub(crate) struct State<T> {
-    dirty: HashMap<T, Dirty>,
+    dirty: HashMap<T, Dirty, KeyHasher>,
     ready: ReadyQueue<T>,
     /// Items handed out and not yet done, with the time they were handed out.
-    pub(crate) processing: HashMap<T, u64>,
+    pub(crate) processing: HashMap<T, u64, KeyHasher>,
     pub(crate) shutting_down: bool,
     draining: bool,
     pub(crate) handles_dropped: bool,
@@ -279,9 +283,9 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     ) -> Self {
         let shared = Shared {
             state: Mutex::new(State {
-                dirty: HashMap::new(),
+                dirty: HashMap::default(),
                 ready: ReadyQueue::new(max_low_priority_wait),
-                processing: HashMap::new(),
+                processing: HashMap::default(),
                 shutting_down: false,
                 draining: false,
                 handles_dropped: false,
@@ -386,6 +390,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// ```
     pub async fn next(&self) -> Option<T> {
         let shared = self.shared();
+        // A ready item needs no waiter registered: the registration below
+        // (a lock of the notifier's list) is paid only by a getter that may
+        // have to wait.
+        if let Some(item) = self.try_get() {
+            return Some(item);
+        }
         loop {
             let mut notified = pin!(shared.ready_notify.notified());
             // Registered before the check: a wake-up sent after it is kept.

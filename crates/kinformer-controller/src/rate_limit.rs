@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::queue::WorkQueue;
+use crate::queue::{KeyHasher, WorkQueue};
 
 /// Decides how long an item waits before it is retried.
 pub trait RateLimiter<T>: Send + Sync {
@@ -69,7 +69,7 @@ impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Arc<R> {
 pub struct ItemExponential<T> {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<T, u32>>,
+    failures: Mutex<HashMap<T, u32, KeyHasher>>,
 }
 
 impl<T> ItemExponential<T> {
@@ -78,7 +78,7 @@ impl<T> ItemExponential<T> {
         Self {
             base,
             max,
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::default()),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::store::{Packed, Plain, Store};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{
@@ -46,34 +47,60 @@ fn informer() -> SharedIndexInformer<ConfigMap> {
         .build()
 }
 
-#[test]
-fn add_update_delete_in_order_with_cache_updated_first() {
-    let inf = informer();
+/// The informer of [`informer`] on store `S`.
+fn store<S: Store>() -> S {
+    S::build(SharedIndexInformer::builder().name("test").threads(2))
+}
+
+/// The behaviours that depend on what the cache holds run on each store.
+macro_rules! on_each_store {
+    ($($test:ident),* $(,)?) => {
+        mod plain_store {
+            $(#[test] fn $test() { super::$test::<super::Plain>() })*
+        }
+        mod compact_store {
+            $(#[test] fn $test() { super::$test::<super::Packed>() })*
+        }
+    };
+}
+
+on_each_store!(
+    add_update_delete_in_order_with_cache_updated_first,
+    relist_delivers_tombstones_and_syncs,
+    late_handler_registration_replays_the_cache,
+    handler_panics_are_caught_and_counted,
+    per_handler_resync_periods,
+);
+
+fn add_update_delete_in_order_with_cache_updated_first<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     let indexer = inf.indexer();
     let (tx, rx) = mpsc::channel();
     let idx = indexer.clone();
-    inf.add_event_handler(EventHandlerFns::new().on_add(move |o: &Arc<ConfigMap>, _| {
-        // The cache already holds what the handler is told about.
-        let cached = idx.get("ns/a").map(|c| rv(&c));
-        tx.send((rv(o), cached)).unwrap();
-    }))
-    .unwrap();
+    store
+        .add_handler(EventHandlerFns::new().on_add(move |o: &Arc<ConfigMap>, _| {
+            // The cache already holds what the handler is told about.
+            let cached = idx.get("ns/a").map(|c| rv_of(&*c));
+            tx.send((rv(o), cached)).unwrap();
+        }))
+        .unwrap();
     let (h, events) = recorder();
-    inf.add_event_handler(h).unwrap();
+    store.add_handler(h).unwrap();
     inf.start().unwrap();
-    inf.queue().add(cm("a", 1)).unwrap();
+    inf.queue().add(S::wrap(cm("a", 1))).unwrap();
     let (seen, cached) = rx.recv_timeout(T).unwrap();
     assert_eq!((seen, cached), (1, Some(1)));
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Add("a".into(), 1, false)
     );
-    inf.queue().update(cm("a", 2)).unwrap();
+    inf.queue().update(S::wrap(cm("a", 2))).unwrap();
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Update("a".into(), 1, 2)
     );
-    inf.queue().delete(cm("a", 3)).unwrap();
+    inf.queue().delete(S::wrap(cm("a", 3))).unwrap();
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Delete("a".into(), 3, false)
@@ -82,14 +109,14 @@ fn add_update_delete_in_order_with_cache_updated_first() {
     inf.shutdown();
 }
 
-#[test]
-fn relist_delivers_tombstones_and_syncs() {
-    let inf = informer();
+fn relist_delivers_tombstones_and_syncs<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     let (h, events) = recorder();
-    let reg = inf.add_event_handler(h).unwrap();
+    let reg = store.add_handler(h).unwrap();
     inf.start().unwrap();
     inf.queue()
-        .replace(vec![cm("a", 1), cm("b", 1)], "1")
+        .replace(vec![S::wrap(cm("a", 1)), S::wrap(cm("b", 1))], "1")
         .unwrap();
     let mut initial = vec![
         events.recv_timeout(T).unwrap(),
@@ -104,7 +131,7 @@ fn relist_delivers_tombstones_and_syncs() {
         inf.has_synced() && reg.has_synced()
     });
     // b vanished while disconnected; a is unchanged (same RV → resync-only, not delivered).
-    inf.queue().replace(vec![cm("a", 1)], "5").unwrap();
+    inf.queue().replace(vec![S::wrap(cm("a", 1))], "5").unwrap();
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Delete("b".into(), 1, true)
@@ -113,16 +140,16 @@ fn relist_delivers_tombstones_and_syncs() {
     inf.shutdown();
 }
 
-#[test]
-fn late_handler_registration_replays_the_cache() {
-    let inf = informer();
+fn late_handler_registration_replays_the_cache<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     inf.start().unwrap();
     inf.queue()
-        .replace((0..100).map(|i| cm(&format!("o{i}"), 1)), "1")
+        .replace((0..100).map(|i| S::wrap(cm(&format!("o{i}"), 1))), "1")
         .unwrap();
     wait_until(T, "synced", || inf.has_synced());
     let (h, events) = recorder();
-    let reg = inf.add_event_handler(h).unwrap();
+    let reg = store.add_handler(h).unwrap();
     let mut names = Vec::new();
     for _ in 0..100 {
         match events.recv_timeout(T).unwrap() {
@@ -135,7 +162,7 @@ fn late_handler_registration_replays_the_cache() {
     assert_eq!(names.len(), 100);
     wait_until(T, "registration synced", || reg.has_synced());
     // Later changes follow the replay.
-    inf.queue().update(cm("o1", 2)).unwrap();
+    inf.queue().update(S::wrap(cm("o1", 2))).unwrap();
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Update("o1".into(), 1, 2)
@@ -287,20 +314,21 @@ impl Drop for DropPanics {
     }
 }
 
-#[test]
-fn handler_panics_are_caught_and_counted() {
-    let inf = informer();
-    inf.add_event_handler(EventHandlerFns::new().on_add(|o: &Arc<ConfigMap>, _| {
-        if o.metadata.name.as_deref() == Some("bomb") {
-            std::panic::panic_any(DropPanics);
-        }
-    }))
-    .unwrap();
+fn handler_panics_are_caught_and_counted<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
+    store
+        .add_handler(EventHandlerFns::new().on_add(|o: &Arc<ConfigMap>, _| {
+            if o.metadata.name.as_deref() == Some("bomb") {
+                std::panic::panic_any(DropPanics);
+            }
+        }))
+        .unwrap();
     let (h, events) = recorder();
-    inf.add_event_handler(h).unwrap();
+    store.add_handler(h).unwrap();
     inf.start().unwrap();
-    inf.queue().add(cm("bomb", 1)).unwrap();
-    inf.queue().add(cm("fine", 1)).unwrap();
+    inf.queue().add(S::wrap(cm("bomb", 1))).unwrap();
+    inf.queue().add(S::wrap(cm("fine", 1))).unwrap();
     let mut got = vec![
         events.recv_timeout(T).unwrap(),
         events.recv_timeout(T).unwrap(),
@@ -315,7 +343,7 @@ fn handler_panics_are_caught_and_counted() {
     );
     wait_until(T, "panic counted", || inf.metrics().handler_panics == 1);
     // The informer keeps working after the panic.
-    inf.queue().update(cm("fine", 2)).unwrap();
+    inf.queue().update(S::wrap(cm("fine", 2))).unwrap();
     assert_eq!(
         events.recv_timeout(T).unwrap(),
         Ev::Update("fine".into(), 1, 2)
@@ -324,31 +352,33 @@ fn handler_panics_are_caught_and_counted() {
     inf.shutdown();
 }
 
-#[test]
-fn per_handler_resync_periods() {
-    let inf = informer();
+fn per_handler_resync_periods<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     let resyncs_fast = Arc::new(AtomicUsize::new(0));
     let resyncs_none = Arc::new(AtomicUsize::new(0));
     let (f, n) = (Arc::clone(&resyncs_fast), Arc::clone(&resyncs_none));
-    inf.add_event_handler_with_resync(
-        EventHandlerFns::new().on_update(move |a: &Arc<ConfigMap>, b: &Arc<ConfigMap>| {
-            if rv(a) == rv(b) {
-                f.fetch_add(1, Ordering::SeqCst);
-            }
-        }),
-        Some(Duration::from_secs(1)),
-    )
-    .unwrap();
-    inf.add_event_handler_with_resync(
-        EventHandlerFns::new().on_update(move |_: &Arc<ConfigMap>, _: &Arc<ConfigMap>| {
-            n.fetch_add(1, Ordering::SeqCst);
-        }),
-        None,
-    )
-    .unwrap();
+    store
+        .add_handler_with_resync(
+            EventHandlerFns::new().on_update(move |a: &Arc<ConfigMap>, b: &Arc<ConfigMap>| {
+                if rv(a) == rv(b) {
+                    f.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+            Some(Duration::from_secs(1)),
+        )
+        .unwrap();
+    store
+        .add_handler_with_resync(
+            EventHandlerFns::new().on_update(move |_: &Arc<ConfigMap>, _: &Arc<ConfigMap>| {
+                n.fetch_add(1, Ordering::SeqCst);
+            }),
+            None,
+        )
+        .unwrap();
     inf.start().unwrap();
     inf.queue()
-        .replace(vec![cm("a", 1), cm("b", 1)], "1")
+        .replace(vec![S::wrap(cm("a", 1)), S::wrap(cm("b", 1))], "1")
         .unwrap();
     wait_until(T, "two resync rounds", || {
         resyncs_fast.load(Ordering::SeqCst) >= 4

@@ -2,19 +2,22 @@
 //! handlers registered late) applied to a real `SharedIndexInformer` and to a
 //! plain model of the API server's truth. After the informer drains, the
 //! cache, the indexes and every handler's history must agree with the model.
+//! Run against both stores (`common::store`): the plain one and the compact
+//! one.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use common::store::{Packed, Plain, Store};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{
     HandlerRegistration, LABEL_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, SharedIndexInformer,
     Snapshot, builtin_indexers, label_value,
 };
-use kube_core::{Expression, Selector};
+use kube_core::{Expression, Resource, Selector};
 use proptest::prelude::*;
 
 const NAMESPACES: [&str; 2] = ["ns-a", "ns-b"];
@@ -134,9 +137,9 @@ impl Model {
     }
 }
 
-struct Watcher {
+struct Watcher<K> {
     history: History,
-    reg: HandlerRegistration<ConfigMap>,
+    reg: HandlerRegistration<K>,
     /// Index of the first op applied after the registration.
     registered_at: usize,
     late: bool,
@@ -144,14 +147,14 @@ struct Watcher {
     replay: Option<BTreeMap<String, u64>>,
 }
 
-fn register(
-    inf: &SharedIndexInformer<ConfigMap>,
+fn register<S: Store>(
+    store: &S,
     registered_at: usize,
     late: bool,
     replay: Option<BTreeMap<String, u64>>,
-) -> Watcher {
+) -> Watcher<S::Stored> {
     let history = History::default();
-    let reg = inf.add_event_handler(history.handler()).unwrap();
+    let reg = store.add_handler(history.handler()).unwrap();
     Watcher {
         history,
         reg,
@@ -161,21 +164,31 @@ fn register(
     }
 }
 
-fn cache_of(snap: &Snapshot<ConfigMap>) -> BTreeMap<String, u64> {
-    snap.iter().map(|(k, o)| (k.to_string(), rv(o))).collect()
+/// The cache as key → resource version, each object decoded as a reader
+/// would see it.
+fn cache_of<S: Store>(snap: &Snapshot<S::Stored>) -> BTreeMap<String, u64> {
+    snap.iter()
+        .map(|(k, o)| {
+            let whole = S::view(o);
+            assert_eq!(rv(&whole), rv_of(&**o), "decoded object of {k}");
+            (k.to_string(), rv(&whole))
+        })
+        .collect()
 }
 
-fn run(threads: usize, ops: &[Op]) {
-    let inf = SharedIndexInformer::<ConfigMap>::builder()
-        .name("model")
-        .threads(threads)
-        .batch_size(4)
-        .indexers(builtin_indexers())
-        .build();
+fn run<S: Store>(threads: usize, ops: &[Op]) {
+    let store = S::build(
+        SharedIndexInformer::<S::Stored>::builder()
+            .name("model")
+            .threads(threads)
+            .batch_size(4)
+            .indexers(builtin_indexers()),
+    );
+    let inf = store.informer();
     let mut model = Model::default();
     let mut watchers = vec![
-        register(&inf, 0, false, None),
-        register(&inf, 0, false, None),
+        register(&store, 0, false, None),
+        register(&store, 0, false, None),
     ];
     inf.start().unwrap();
     let q = inf.queue();
@@ -184,7 +197,7 @@ fn run(threads: usize, ops: &[Op]) {
         match op {
             Op::Add(k) | Op::Update(k) => {
                 let rv = model.next_rv();
-                let obj = object(*k, rv);
+                let obj = S::wrap(object(*k, rv));
                 if matches!(op, Op::Add(_)) {
                     q.add(obj).unwrap();
                 } else {
@@ -197,7 +210,7 @@ fn run(threads: usize, ops: &[Op]) {
                 if model.remove(&key_str(*k), i) {
                     // The final state of a deleted object has a new resource version.
                     let rv = model.next_rv();
-                    q.delete(object(*k, rv)).unwrap();
+                    q.delete(S::wrap(object(*k, rv))).unwrap();
                     model.populated = true;
                 }
             }
@@ -209,7 +222,7 @@ fn run(threads: usize, ops: &[Op]) {
                         Some(&rv) if !changed => rv,
                         _ => model.next_rv(),
                     };
-                    objects.push(object(k, rv));
+                    objects.push(S::wrap(object(k, rv)));
                     // A key listed twice: the last one wins.
                     listed.insert(key_str(k), rv);
                 }
@@ -243,11 +256,11 @@ fn run(threads: usize, ops: &[Op]) {
                     let histories: Vec<&History> = watchers.iter().map(|w| &w.history).collect();
                     let fence_rv = model.next_rv();
                     model.next_rv();
-                    drain(&inf, &histories, fence_rv);
+                    drain_store::<S>(inf, &histories, fence_rv);
                     // The fence went through the queue.
                     model.populated = true;
                     assert_eq!(
-                        cache_of(&inf.indexer().snapshot()),
+                        cache_of::<S>(&inf.indexer().snapshot()),
                         model.truth,
                         "cache before a late registration"
                     );
@@ -255,7 +268,7 @@ fn run(threads: usize, ops: &[Op]) {
                 } else {
                     None
                 };
-                watchers.push(register(&inf, i + 1, true, replay));
+                watchers.push(register(&store, i + 1, true, replay));
             }
         }
     }
@@ -271,11 +284,11 @@ fn run(threads: usize, ops: &[Op]) {
         model.populated,
         "has_synced once everything queued was applied"
     );
-    drain(&inf, &histories, fence_rv);
+    drain_store::<S>(inf, &histories, fence_rv);
 
     // (a) The cache equals the model.
     let snap = inf.indexer().snapshot();
-    let cache = cache_of(&snap);
+    let cache = cache_of::<S>(&snap);
     assert_eq!(cache, model.truth, "cache vs model after {ops:?}");
 
     // (b) Every handler's history is consistent with the model.
@@ -294,7 +307,7 @@ fn run(threads: usize, ops: &[Op]) {
     inf.shutdown();
 }
 
-fn check_history(h: usize, w: &Watcher, model: &Model, cache: &BTreeMap<String, u64>) {
+fn check_history<K>(h: usize, w: &Watcher<K>, model: &Model, cache: &BTreeMap<String, u64>) {
     let events: Vec<Seen> = w
         .history
         .events()
@@ -416,13 +429,13 @@ fn check_history(h: usize, w: &Watcher, model: &Model, cache: &BTreeMap<String, 
     }
 }
 
-fn check_indexes(snap: &Snapshot<ConfigMap>) {
+fn check_indexes<K: Resource>(snap: &Snapshot<K>) {
     let mut by_ns: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut by_label: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (k, o) in snap.iter() {
-        let ns = o.metadata.namespace.clone().unwrap();
+        let ns = o.meta().namespace.clone().unwrap();
         by_ns.entry(ns).or_default().insert(k.to_string());
-        for (lk, lv) in o.metadata.labels.iter().flatten() {
+        for (lk, lv) in o.meta().labels.iter().flatten() {
             by_label
                 .entry(label_value(lk, lv))
                 .or_default()
@@ -479,11 +492,21 @@ proptest! {
 
     #[test]
     fn informer_matches_model_one_thread(ops in proptest::collection::vec(op(), 0..40)) {
-        run(1, &ops);
+        run::<Plain>(1, &ops);
     }
 
     #[test]
     fn informer_matches_model_two_threads(ops in proptest::collection::vec(op(), 0..40)) {
-        run(2, &ops);
+        run::<Plain>(2, &ops);
+    }
+
+    #[test]
+    fn compact_informer_matches_model_one_thread(ops in proptest::collection::vec(op(), 0..40)) {
+        run::<Packed>(1, &ops);
+    }
+
+    #[test]
+    fn compact_informer_matches_model_two_threads(ops in proptest::collection::vec(op(), 0..40)) {
+        run::<Packed>(2, &ops);
     }
 }

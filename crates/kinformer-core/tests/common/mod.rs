@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_core::{
     DeletedObject, Delta, DeltaFifo, DeltaType, Indexer, ObjectKey, Popped, SharedIndexInformer,
 };
-use kube_core::ObjectMeta;
+use kube_core::{ObjectMeta, Resource};
+
+pub mod store;
 
 /// A ConfigMap `ns/name` at resource version `rv`.
 pub fn cm(name: &str, rv: u64) -> ConfigMap {
@@ -81,7 +83,12 @@ pub fn key(name: &str) -> ObjectKey {
 }
 
 pub fn rv(o: &ConfigMap) -> u64 {
-    o.metadata
+    rv_of(o)
+}
+
+/// The resource version of any object, as a number (0 if absent).
+pub fn rv_of<K: Resource>(o: &K) -> u64 {
+    o.meta()
         .resource_version
         .as_deref()
         .and_then(|s| s.parse().ok())
@@ -208,7 +215,10 @@ impl History {
 /// Namespace of the fence object [`drain`] pushes through the informer.
 pub const FENCE_NAMESPACE: &str = "zz-fence";
 
-fn wait_quiet(inf: &SharedIndexInformer<ConfigMap>, timeout: Duration) {
+fn wait_quiet<K: Resource + Send + Sync + 'static>(
+    inf: &SharedIndexInformer<K>,
+    timeout: Duration,
+) {
     let start = Instant::now();
     loop {
         let m = inf.metrics();
@@ -241,11 +251,20 @@ fn wait_quiet(inf: &SharedIndexInformer<ConfigMap>, timeout: Duration) {
 /// everything before. The fence leaves nothing in the cache; callers filter
 /// its events out with [`is_fence`].
 pub fn drain(inf: &SharedIndexInformer<ConfigMap>, histories: &[&History], fence_rv: u64) {
+    drain_store::<store::Plain>(inf, histories, fence_rv);
+}
+
+/// [`drain`] for the informer of a [`store::Store`].
+pub fn drain_store<S: store::Store>(
+    inf: &SharedIndexInformer<S::Stored>,
+    histories: &[&History],
+    fence_rv: u64,
+) {
     const T: Duration = Duration::from_secs(20);
     wait_quiet(inf, T);
     let fence_key = format!("{FENCE_NAMESPACE}/fence");
     inf.queue()
-        .add(cm_in(FENCE_NAMESPACE, "fence", fence_rv, &[]))
+        .add(S::wrap(cm_in(FENCE_NAMESPACE, "fence", fence_rv, &[])))
         .unwrap();
     let added = Seen::Add {
         key: fence_key.clone(),
@@ -256,7 +275,7 @@ pub fn drain(inf: &SharedIndexInformer<ConfigMap>, histories: &[&History], fence
         histories.iter().all(|h| h.saw(&added))
     });
     inf.queue()
-        .delete(cm_in(FENCE_NAMESPACE, "fence", fence_rv + 1, &[]))
+        .delete(S::wrap(cm_in(FENCE_NAMESPACE, "fence", fence_rv + 1, &[])))
         .unwrap();
     let deleted = Seen::Delete {
         key: fence_key,

@@ -30,6 +30,7 @@ struct HotCounters {
     hits: AtomicU64,
     decodes: AtomicU64,
     failures: AtomicU64,
+    pack_failures: AtomicU64,
 }
 
 /// Counters of a [`HotSet`].
@@ -41,6 +42,8 @@ pub struct HotStats {
     pub decodes: u64,
     /// Decodes that failed (corrupt bytes; logged).
     pub decode_failures: u64,
+    /// Objects the informer could not pack and cached whole (logged).
+    pub pack_failures: u64,
 }
 
 impl<K> HotSet<K> {
@@ -55,6 +58,11 @@ impl<K> HotSet<K> {
     /// Keeps `obj`, the decoding of the packed bytes with id `id`.
     pub fn insert(&self, id: u64, obj: Arc<K>) {
         self.cache.insert(id, obj);
+    }
+
+    /// Counts an object that could not be packed.
+    pub(crate) fn count_pack_failure(&self) {
+        self.counters.pack_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     /// How many decoded objects are kept now.
@@ -74,6 +82,7 @@ impl<K> HotSet<K> {
             hits: c.hits.load(Ordering::Relaxed),
             decodes: c.decodes.load(Ordering::Relaxed),
             decode_failures: c.failures.load(Ordering::Relaxed),
+            pack_failures: c.pack_failures.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,7 +1,6 @@
 //! [`CompactInformer`]: a shared informer whose cache holds packed objects.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kinformer_core::{
@@ -54,11 +53,11 @@ where
     /// the result and keeps it decoded in `hot` (its handlers and readers
     /// are about to ask for it). An object that cannot be packed stays
     /// whole (logged, counted in `failures`); one already packed is left
-    /// as it is (transforms must be idempotent).
+    /// as it is (transforms must be idempotent). Failures are counted in
+    /// [`HotStats::pack_failures`](crate::HotStats).
     pub fn packer(
         hot: Arc<HotSet<K>>,
         transform: Option<Transform<K>>,
-        failures: Arc<AtomicU64>,
     ) -> impl Fn(Compact<K>) -> Compact<K> + Send + Sync + 'static {
         move |compact: Compact<K>| {
             let obj = match compact.take_fresh() {
@@ -78,7 +77,7 @@ where
                 }
                 Err(error) => {
                     tracing::error!(%error, "compact informer: an object could not be packed; cached whole");
-                    failures.fetch_add(1, Ordering::Relaxed);
+                    hot.count_pack_failure();
                     Compact::fresh(obj)
                 }
             }

@@ -1,12 +1,13 @@
 //! [`SharedInformerFactory`]: one shared informer per (type, namespace,
 //! selectors), started, synced and shut down together.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use kinformer_compact::{Compact, CompactInformer, DEFAULT_HOT_CAPACITY, HotSet};
 use kinformer_core::{SharedIndexInformer, Transform, builtin_indexers};
 use kinformer_reflector::{
     CancellationToken, DecodePool, Decoders, DirectWatch, ListWatchTarget, OwnsPartsAlone,
@@ -17,6 +18,7 @@ use kube::Client;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube_core::Resource;
 use parking_lot::Mutex;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
@@ -161,8 +163,8 @@ impl FactoryBuilder {
     /// every object of its cache came straight from the reflector's
     /// decoders (an object given to its queue or indexer by other code, or
     /// changed by a transform, turns it off for that informer; see
-    /// `kinformer_core::provenance`). Informers with a transform or
-    /// [`Tuning::compact_objects`] never do.
+    /// `kinformer_core::provenance`). Informers with a transform (compact
+    /// informers among them) never do.
     pub fn release_objects_whole<K>(mut self) -> Self
     where
         K: Resource + OwnsPartsAlone + Send + Sync + 'static,
@@ -213,6 +215,7 @@ impl FactoryBuilder {
                 owned_runtime: Mutex::new(None),
                 informers: Mutex::new(Vec::new()),
                 transforms: Mutex::new(HashMap::new()),
+                hot_sets: Mutex::new(Vec::new()),
                 started: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
                 token: CancellationToken::new(),
@@ -249,6 +252,8 @@ struct Inner {
     owned_runtime: Mutex<Option<Runtime>>,
     informers: Mutex<Vec<(Key, Arc<dyn Managed>)>>,
     transforms: Mutex<HashMap<TypeId, Box<dyn std::any::Any + Send + Sync>>>,
+    /// The hot set of each compact informer.
+    hot_sets: Mutex<Vec<(Key, Arc<dyn Any + Send + Sync>)>>,
     started: AtomicBool,
     stopped: AtomicBool,
     token: CancellationToken,
@@ -383,7 +388,11 @@ impl SharedInformerFactory {
             .namespace
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
-        self.get_or_create::<K>(Self::target::<K>(&(), ns, &options), Decoders::serde())
+        self.get_or_create::<K>(
+            Self::target::<K>(&(), ns, &options),
+            Decoders::serde(),
+            None,
+        )
     }
 
     /// The shared informer of a dynamic resource (e.g. a CRD found through
@@ -402,7 +411,7 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let target =
             Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
-        self.get_or_create::<DynamicObject>(target, Decoders::dynamic_object())
+        self.get_or_create::<DynamicObject>(target, Decoders::dynamic_object(), None)
     }
 
     /// The shared metadata-only informer of `K` (`PartialObjectMeta<K>`):
@@ -432,7 +441,92 @@ impl SharedInformerFactory {
             .as_deref()
             .filter(|_| !is_cluster_scoped::<K>());
         let target = Self::target::<K>(&(), ns, &options).metadata_only(true);
-        self.get_or_create::<PartialObjectMeta<K>>(target, Decoders::partial_object_meta())
+        self.get_or_create::<PartialObjectMeta<K>>(target, Decoders::partial_object_meta(), None)
+    }
+
+    /// The shared compact informer of `K` with the factory's options: its
+    /// cache keeps each object packed (metadata decoded, the rest
+    /// compressed; see [`kinformer_compact`](crate::compact)), handlers
+    /// receive whole objects and listers decode on demand. The factory's
+    /// metadata transform and the transform set for `K`
+    /// ([`set_transform`](Self::set_transform)) run before packing.
+    pub fn compact_informer<K>(&self) -> CompactInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: 'static,
+    {
+        self.compact_informer_with::<K>(self.inner.defaults.clone())
+    }
+
+    /// The shared compact informer of `K` for explicit options.
+    pub fn compact_informer_with<K>(&self, options: InformerOptions) -> CompactInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: 'static,
+    {
+        let ns = options
+            .namespace
+            .as_deref()
+            .filter(|_| !is_cluster_scoped::<K>());
+        self.get_or_create_compact::<K>(Self::target::<K>(&(), ns, &options), Decoders::serde())
+    }
+
+    /// The shared compact informer of a dynamic resource for explicit
+    /// options (see [`compact_informer`](Self::compact_informer)).
+    pub fn dynamic_compact_informer_with(
+        &self,
+        resource: &ApiResource,
+        options: InformerOptions,
+    ) -> CompactInformer<DynamicObject> {
+        let target =
+            Self::target::<DynamicObject>(resource, options.namespace.as_deref(), &options);
+        self.get_or_create_compact::<DynamicObject>(target, Decoders::serde())
+    }
+
+    fn get_or_create_compact<K>(
+        &self,
+        target: ListWatchTarget,
+        decoders: Decoders<Compact<K>>,
+    ) -> CompactInformer<K>
+    where
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        let key: Key = (TypeId::of::<Compact<K>>(), target.clone());
+        // Held while the informer is found or made: one hot set per informer.
+        let mut hot_sets = self.inner.hot_sets.lock();
+        let existing = hot_sets
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, h)| Arc::clone(h).downcast::<HotSet<K>>().ok());
+        if let Some(hot) = existing {
+            let informer = self.get_or_create::<Compact<K>>(target, decoders, None);
+            return CompactInformer::new(informer, hot);
+        }
+        let hot = Arc::new(HotSet::new(DEFAULT_HOT_CAPACITY));
+        let typed: Option<Transform<K>> = self
+            .inner
+            .transforms
+            .lock()
+            .get(&TypeId::of::<K>())
+            .and_then(|t| t.downcast_ref::<Transform<K>>())
+            .cloned();
+        let packer: Transform<Compact<K>> =
+            Arc::new(CompactInformer::packer(Arc::clone(&hot), typed));
+        let informer = self.get_or_create::<Compact<K>>(target, decoders, Some(packer));
+        hot_sets.push((key, Arc::clone(&hot) as Arc<dyn Any + Send + Sync>));
+        CompactInformer::new(informer, hot)
     }
 
     /// Registers a transform for informers of `K` created after this call
@@ -463,10 +557,14 @@ impl SharedInformerFactory {
         t
     }
 
+    /// The informer of `K` on `target`, made on first request. `finish`, if
+    /// given, replaces the transform registered for `K` (the compact
+    /// informer's packer, which runs that of the object's type itself).
     fn get_or_create<K>(
         &self,
         target: ListWatchTarget,
         decoders: Decoders<K>,
+        finish: Option<Transform<K>>,
     ) -> SharedIndexInformer<K>
     where
         K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
@@ -493,15 +591,16 @@ impl SharedInformerFactory {
         if inner.builtin_indexes {
             builder = builder.indexers(builtin_indexers());
         }
-        let typed: Option<Transform<K>> = inner
-            .transforms
-            .lock()
-            .get(&TypeId::of::<K>())
-            .and_then(|t| t.downcast_ref::<Transform<K>>())
-            .cloned();
+        let typed: Option<Transform<K>> = finish.or_else(|| {
+            inner
+                .transforms
+                .lock()
+                .get(&TypeId::of::<K>())
+                .and_then(|t| t.downcast_ref::<Transform<K>>())
+                .cloned()
+        });
         let meta = inner.meta_transform.clone();
-        let compact = inner.tuning.compact_objects;
-        let transformed = typed.is_some() || meta.is_some() || compact;
+        let transformed = typed.is_some() || meta.is_some();
         if transformed {
             builder = builder.transform(move |mut obj: K| {
                 if let Some(m) = &meta {
@@ -511,19 +610,15 @@ impl SharedInformerFactory {
                     Some(t) => t(obj),
                     None => obj,
                 };
-                if compact {
-                    obj.clone()
-                } else {
-                    // Under the object arenas, what the transform kept is
-                    // packed into a chunk of its size, so the object does
-                    // not pin the chunk it was decoded into.
-                    let part = obj
-                        .meta()
-                        .name
-                        .as_deref()
-                        .map_or(std::ptr::null(), str::as_ptr);
-                    kinformer_alloc::scope::rehome(obj, part)
-                }
+                // Under the object arenas, what the transform kept is
+                // packed into a chunk of its size, so the object does not
+                // pin the chunk it was decoded into.
+                let part = obj
+                    .meta()
+                    .name
+                    .as_deref()
+                    .map_or(std::ptr::null(), str::as_ptr);
+                kinformer_alloc::scope::rehome(obj, part)
             });
         }
         let informer = builder.build();

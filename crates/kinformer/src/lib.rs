@@ -16,6 +16,7 @@
 //! - [`tuning`]: [`Tuning`], the performance knobs and when to touch them;
 //! - [`managed`]: one informer plus its reflector, as the factory keeps it;
 //! - [`error`]: factory errors ([`FactoryError`]);
+//! - [`compact`]: compact informers, whose cache keeps objects packed (the `kinformer-compact` crate);
 //! - [`controller`]: the controller half (work queue, [`Controller`](controller::Controller),
 //!   informer events as a `Stream`, read-your-writes), the `kinformer-controller` crate.
 //!
@@ -69,6 +70,10 @@ pub use tuning::Tuning;
 /// The controller half: work queue, reconcile loop, event streams and
 /// read-your-writes (the `kinformer-controller` crate).
 pub use kinformer_controller as controller;
+
+/// The compact cache: whole objects kept packed, decoded on demand (the
+/// `kinformer-compact` crate; [`SharedInformerFactory::compact_informer`]).
+pub use kinformer_compact as compact;
 
 /// Object arenas: the opt-in global allocator for decoded objects.
 pub mod alloc {

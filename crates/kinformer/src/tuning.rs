@@ -22,7 +22,6 @@ use tokio::runtime::Handle;
 pub struct Tuning {
     pub(crate) threads: usize,
     pub(crate) decode_threads: usize,
-    pub(crate) compact_objects: bool,
     pub(crate) runtime: Option<Handle>,
 }
 
@@ -32,7 +31,6 @@ impl Default for Tuning {
         Self {
             threads: cores,
             decode_threads: cores,
-            compact_objects: false,
             runtime: None,
         }
     }
@@ -55,16 +53,6 @@ impl Tuning {
     /// keep to its async runtime's threads and watches little.
     pub fn decode_threads(mut self, n: usize) -> Self {
         self.decode_threads = n;
-        self
-    }
-
-    /// Store a deep clone of each decoded object instead of the object
-    /// itself (default off). The decoders already allocate every list at
-    /// its exact size; the clone only pays when a transform leaves slack
-    /// behind (a list grown by `push`, say). Runs on the decode threads,
-    /// after the transforms.
-    pub fn compact_objects(mut self, on: bool) -> Self {
-        self.compact_objects = on;
         self
     }
 

@@ -4,7 +4,6 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -78,7 +77,7 @@ impl Store for Packed {
 
     fn build(builder: InformerBuilder<Compact<ConfigMap>>) -> Self {
         let hot = Arc::new(HotSet::new(2));
-        let packer = CompactInformer::packer(Arc::clone(&hot), None, Arc::new(AtomicU64::new(0)));
+        let packer = CompactInformer::packer(Arc::clone(&hot), None);
         Self(CompactInformer::new(builder.transform(packer).build(), hot))
     }
     fn informer(&self) -> &SharedIndexInformer<Compact<ConfigMap>> {

@@ -4,7 +4,8 @@
 //!  body = u32 little-endian: length of the encoded object  ‖  zstd frame of it
 //! ```
 //!
-//! The encoded object is its JSON with `metadata` cut down to
+//! The encoded object is its JSON (written by `serde_json`, read by the
+//! reflector's simd-json decoder) with `metadata` cut down to
 //! `managedFields` (the rest of the metadata stays decoded beside the
 //! body). The prefix lets the decoder allocate the output once and bounds
 //! it before anything is decompressed: a corrupt prefix cannot make it
@@ -35,7 +36,7 @@ thread_local! {
 }
 
 /// Compresses `encoded` into a body.
-pub(crate) fn pack(encoded: &[u8]) -> Result<Box<[u8]>, CompactError> {
+pub fn pack(encoded: &[u8]) -> Result<Box<[u8]>, CompactError> {
     if encoded.len() > MAX_ENCODED_LEN {
         return Err(CompactError::Encode(format!(
             "{} bytes encoded, above the limit of {MAX_ENCODED_LEN}",
@@ -64,7 +65,7 @@ pub(crate) fn pack(encoded: &[u8]) -> Result<Box<[u8]>, CompactError> {
 
 /// Decompresses a body into the encoded object, appended to `out` (cleared
 /// first).
-pub(crate) fn unpack(body: &[u8], out: &mut Vec<u8>) -> Result<(), CompactError> {
+pub fn unpack(body: &[u8], out: &mut Vec<u8>) -> Result<(), CompactError> {
     let (prefix, frame) = body.split_first_chunk::<PREFIX>().ok_or_else(|| {
         CompactError::Corrupt(format!("{} bytes, shorter than the prefix", body.len()))
     })?;

@@ -11,9 +11,11 @@ use crate::compact::Compact;
 use crate::error::CompactError;
 
 /// How many decoded objects a compact informer keeps by default: about
-/// 140 MB of typed Pods of 34 KB, a small fraction of what the whole cache
-/// would take decoded.
-pub const DEFAULT_HOT_CAPACITY: usize = 4096;
+/// 35 MB of typed Pods of 34 KB. Enough for the handlers, which find each
+/// new object here (the informer put it there when it packed it) while
+/// their backlog is shorter than this; a reader of an object that changed
+/// long ago decodes it.
+pub const DEFAULT_HOT_CAPACITY: usize = 1024;
 
 /// Recently decoded objects of one compact cache, by the id of their packed
 /// bytes (a CLOCK-Pro cache of the `quick_cache` crate: reads take a shard's

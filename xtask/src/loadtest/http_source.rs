@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
+use kinformer::compact::{Compact, CompactInformer, CompactLister};
 use kinformer::{
     DirectWatch, SharedIndexInformer, SharedInformerFactory, Tuning, strip_managed_fields,
 };
@@ -23,6 +24,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::admin::SimAdmin;
@@ -175,18 +177,24 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         options = options.shard(parse_shard(shard)?);
     }
     if args.metadata_only {
+        if args.compact {
+            bail!("--compact caches whole objects: it does not go with --metadata-only");
+        }
         let stream = move |c: Client| kube_rs_stream::<PartialObjectMeta<Pod>>(c, ns, strip);
         drive(
             args,
             &rt,
             &client,
             &server,
-            |f| f.metadata_informer_with::<Pod>(options.clone()),
+            |f| Made::Plain(f.metadata_informer_with::<Pod>(options.clone())),
             stream,
         )
     } else {
         let stream = move |c: Client| kube_rs_stream::<Pod>(c, ns, strip);
-        let informer = |f: &SharedInformerFactory| f.informer_with::<Pod>(options.clone());
+        let informer = |f: &SharedInformerFactory| match args.compact {
+            true => Made::Compact(f.compact_informer_with::<Pod>(options.clone())),
+            false => Made::Plain(f.informer_with::<Pod>(options.clone())),
+        };
         drive(args, &rt, &client, &server, informer, stream)
     }
 }
@@ -286,8 +294,76 @@ where
     }
 }
 
+/// A kinformer informer of the load test: the plain store, or the compact
+/// one (`--compact`).
+pub(crate) enum Made<K: Resource + Send + Sync + 'static> {
+    Plain(SharedIndexInformer<K>),
+    Compact(CompactInformer<K>),
+}
+
+/// Gets sampled for [`Cache::get_latency`].
+const GET_SAMPLE: usize = 20_000;
+/// Keys read again and again for the hot figure, and the rounds.
+const HOT_KEYS: usize = 1_000;
+const HOT_ROUNDS: usize = 200;
+
+/// Lister `get` latency, nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GetLatency {
+    /// A get of an object not read lately (for the compact store: one that
+    /// decoded), median and 99th percentile of single gets.
+    pub cold_p50_ns: u64,
+    pub cold_p99_ns: u64,
+    /// Gets of a few objects read again and again: the median over rounds
+    /// of the mean get in a round (a single get is too short to time).
+    pub hot_p50_ns: u64,
+}
+
+/// Times `get` over `keys`: each first read (that `cold` says was cold)
+/// singly, then rounds over the first [`HOT_KEYS`].
+fn time_gets(keys: &[String], get: impl Fn(&str) -> bool, cold: impl Fn() -> u64) -> GetLatency {
+    let mut singles = Vec::with_capacity(keys.len());
+    for k in keys {
+        let before = cold();
+        let t = Instant::now();
+        let found = std::hint::black_box(get(k));
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if found && cold() > before {
+            singles.push(ns);
+        }
+    }
+    let hot = &keys[..keys.len().min(HOT_KEYS)];
+    let mut rounds = Vec::with_capacity(HOT_ROUNDS);
+    for _ in 0..HOT_ROUNDS {
+        let t = Instant::now();
+        for k in hot {
+            std::hint::black_box(get(k));
+        }
+        rounds.push(
+            u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX) / hot.len().max(1) as u64,
+        );
+    }
+    let pct = |v: &mut Vec<u64>, p: f64| {
+        v.sort_unstable();
+        v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    GetLatency {
+        cold_p50_ns: pct(&mut singles, 0.50),
+        cold_p99_ns: pct(&mut singles, 0.99),
+        hot_p50_ns: pct(&mut rounds, 0.50),
+    }
+}
+
 /// The cache under test, behind one interface.
 trait Cache<K>: Send + Sync + 'static {
+    /// Lister `get` latency over `keys` (`None`: not measured for this
+    /// implementation).
+    fn get_latency(&self, keys: &[String]) -> Option<GetLatency> {
+        let _ = keys;
+        None
+    }
     fn synced(&self) -> bool;
     fn drained(&self) -> bool;
     fn contains(&self, key: &str) -> bool;
@@ -323,6 +399,17 @@ impl<K: Resource + Send + Sync + 'static> KinformerCache<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
+    fn get_latency(&self, keys: &[String]) -> Option<GetLatency> {
+        let indexer = self.informer.indexer();
+        // Every first read of the sample is cold: the sample is 20k of the
+        // cache's objects, read once.
+        let first = AtomicU64::new(0);
+        Some(time_gets(
+            keys,
+            |k| indexer.get(k).is_some(),
+            || first.fetch_add(1, Ordering::Relaxed) + 1,
+        ))
+    }
     fn synced(&self) -> bool {
         self.informer.has_synced() && self.registrations.iter().all(|r| r.has_synced())
     }
@@ -373,6 +460,63 @@ impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
     }
     fn shutdown(&self) {
         self.factory.shutdown_blocking();
+    }
+}
+
+/// A compact informer: the common figures from its underlying informer,
+/// reads through its lister (which decode).
+struct CompactCache<K: Resource + Send + Sync + 'static> {
+    inner: KinformerCache<Compact<K>>,
+    lister: CompactLister<K>,
+}
+
+impl<K> Cache<K> for CompactCache<K>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn get_latency(&self, keys: &[String]) -> Option<GetLatency> {
+        let hot = self.lister.hot();
+        Some(time_gets(
+            keys,
+            |k| self.lister.get(k).is_some(),
+            || hot.stats().decodes,
+        ))
+    }
+    fn synced(&self) -> bool {
+        self.inner.synced()
+    }
+    fn drained(&self) -> bool {
+        self.inner.drained()
+    }
+    fn contains(&self, key: &str) -> bool {
+        self.lister.get(key).is_some()
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.lister.len())
+    }
+    fn keys_and_versions(&self) -> Vec<(String, Option<String>)> {
+        self.inner.keys_and_versions()
+    }
+    fn keys(&self, n: usize) -> Vec<String> {
+        self.inner.keys(n)
+    }
+    fn handler_panics(&self) -> u64 {
+        self.inner.handler_panics()
+    }
+    fn seen_rv(&self) -> u64 {
+        self.inner.seen_rv()
+    }
+    fn relists(&self) -> u64 {
+        self.inner.relists()
+    }
+    fn watch_restarts(&self) -> u64 {
+        self.inner.watch_restarts()
+    }
+    fn batches(&self) -> Option<(u64, u64)> {
+        self.inner.batches()
+    }
+    fn shutdown(&self) {
+        self.inner.shutdown();
     }
 }
 
@@ -494,11 +638,18 @@ fn drive<K>(
     rt: &tokio::runtime::Runtime,
     client: &Connection,
     server: &Server,
-    informer: impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
+    informer: impl Fn(&SharedInformerFactory) -> Made<K>,
     stream: impl Fn(Client) -> WatchStream<K>,
 ) -> anyhow::Result<Report>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     // client-go's harness is started first and measured from outside; its
     // informer waits for the clock.
@@ -678,6 +829,9 @@ where
     // The harness's own comparison (the truth map, every cache's key list)
     // is left out of the informer's peak, and reported apart.
     let peak_rss = process.peak_rss_bytes().max(peak_before_relist);
+    // After the peak is taken: the decoded objects a compact cache keeps
+    // while it is read are bounded, but not the informer's own memory.
+    let get_latency = caches[0].get_latency(&caches[0].keys(GET_SAMPLE));
     if let Some(path) = &args.keys_out {
         let mut out = String::new();
         for (k, v) in caches[0].keys_and_versions() {
@@ -753,6 +907,10 @@ where
         handler_panics: caches.iter().map(|c| c.handler_panics()).sum(),
         deltas_per_batch,
         cache_matches_source: mismatches == 0,
+        compact: args.compact,
+        get_cold_p50_ns: get_latency.map(|g| g.cold_p50_ns),
+        get_cold_p99_ns: get_latency.map(|g| g.cold_p99_ns),
+        get_hot_p50_ns: get_latency.map(|g| g.hot_p50_ns),
     };
     caches.iter().for_each(|c| c.shutdown());
     Ok(report)
@@ -765,26 +923,53 @@ fn start_kinformer<K>(
     rt: &tokio::runtime::Runtime,
     client: &Connection,
     server: &Server,
-    informer: &impl Fn(&SharedInformerFactory) -> SharedIndexInformer<K>,
+    informer: &impl Fn(&SharedInformerFactory) -> Made<K>,
     stats: &mut Vec<Arc<LagStats>>,
 ) -> anyhow::Result<Arc<dyn Cache<K>>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let factory = kinformer_factory(args, rt, client, server);
-    let informer = informer(&factory);
-    let mut registrations = Vec::new();
-    for _ in 0..args.handlers.max(1) {
-        let s = LagStats::new()?;
-        registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
-        stats.push(s);
+    match informer(&factory) {
+        Made::Plain(informer) => {
+            let mut registrations = Vec::new();
+            for _ in 0..args.handlers.max(1) {
+                let s = LagStats::new()?;
+                registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
+                stats.push(s);
+            }
+            factory.start()?;
+            Ok(Arc::new(KinformerCache {
+                factory,
+                informer,
+                registrations,
+            }))
+        }
+        Made::Compact(compact) => {
+            let mut registrations = Vec::new();
+            for _ in 0..args.handlers.max(1) {
+                let s = LagStats::new()?;
+                registrations.push(compact.add_event_handler(LagHandler(Arc::clone(&s)))?);
+                stats.push(s);
+            }
+            factory.start()?;
+            Ok(Arc::new(CompactCache {
+                lister: compact.lister(),
+                inner: KinformerCache {
+                    factory,
+                    informer: compact.informer().clone(),
+                    registrations,
+                },
+            }))
+        }
     }
-    factory.start()?;
-    Ok(Arc::new(KinformerCache {
-        factory,
-        informer,
-        registrations,
-    }))
 }
 
 /// The factory of a kinformer informer under test, configured from the
@@ -795,9 +980,7 @@ pub(crate) fn kinformer_factory(
     client: &Connection,
     server: &Server,
 ) -> SharedInformerFactory {
-    let mut tuning = Tuning::default()
-        .runtime(rt.handle().clone())
-        .compact_objects(args.compact);
+    let mut tuning = Tuning::default().runtime(rt.handle().clone());
     if let Some(t) = args.threads {
         tuning = tuning.threads_per_informer(t);
     }

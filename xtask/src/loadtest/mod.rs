@@ -188,9 +188,9 @@ pub struct LoadtestArgs {
     /// (kube-rs's Store has none).
     #[arg(long)]
     pub no_builtin_indexes: bool,
-    /// Cache a deep clone of each decoded object (`Tuning::compact_objects`;
-    /// off by default: the decoder already allocates lists at their exact
-    /// size).
+    /// Cache whole objects packed (`SharedInformerFactory::compact_informer`:
+    /// metadata decoded, the rest compressed, decoded on demand); not with
+    /// `--metadata-only`.
     #[arg(long)]
     pub compact: bool,
     /// With `--object-arenas`: release each replaced object's chunk at once

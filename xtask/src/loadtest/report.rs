@@ -96,6 +96,17 @@ pub struct Report {
     /// True only after every key and resourceVersion of the cache was
     /// compared with the source.
     pub cache_matches_source: bool,
+    /// Whether the cache was a compact one (`--compact`).
+    pub compact: bool,
+    /// Lister `get` of an object not read lately (compact store: one that
+    /// decoded), median and 99th percentile, ns; `None` where not measured
+    /// (kube-rs, client-go, the synthetic source).
+    pub get_cold_p50_ns: Option<u64>,
+    /// The 99th percentile of the cold gets, ns.
+    pub get_cold_p99_ns: Option<u64>,
+    /// Lister `get` of a few objects read again and again (the median of
+    /// per-round means), ns.
+    pub get_hot_p50_ns: Option<u64>,
 }
 
 impl Report {
@@ -107,6 +118,10 @@ impl Report {
             ("implementation", self.implementation.clone()),
             ("kind", self.kind.clone()),
             ("objects", self.objects.to_string()),
+            (
+                "store",
+                if self.compact { "compact" } else { "plain" }.to_string(),
+            ),
             (
                 "object arenas",
                 if self.object_arenas { "on" } else { "off" }.to_string(),
@@ -189,6 +204,17 @@ impl Report {
                 },
             ),
             ("reads/s", format!("{:.0}", self.reads_per_second)),
+            (
+                "get cold p50 / p99, hot p50",
+                match (
+                    self.get_cold_p50_ns,
+                    self.get_cold_p99_ns,
+                    self.get_hot_p50_ns,
+                ) {
+                    (Some(a), Some(b), Some(c)) => format!("{a} ns / {b} ns, {c} ns"),
+                    _ => "-".into(),
+                },
+            ),
             ("peak RSS", format!("{:.1} MiB", mib(self.peak_rss_bytes))),
             (
                 "peak RSS with the check",

@@ -58,6 +58,9 @@ impl Live {
 
 /// Runs the synthetic load test.
 pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
+    if args.compact {
+        anyhow::bail!("--compact needs a factory: use the simulator or a kubeconfig source");
+    }
     let template = pods::template()?;
     let rss_before = rss_bytes();
     let cpu_before = cpu_seconds();
@@ -260,6 +263,10 @@ pub fn run(args: &LoadtestArgs) -> anyhow::Result<Report> {
         handler_panics,
         deltas_per_batch: None,
         cache_matches_source: mismatches == 0,
+        compact: false,
+        get_cold_p50_ns: None,
+        get_cold_p99_ns: None,
+        get_hot_p50_ns: None,
     })
 }
 

@@ -43,31 +43,38 @@ fn loom_models(cargo: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A short load test against the simulator with every kind of fault
+/// Short load tests against the simulator with every kind of fault
 /// (`--faults chaos`: watches closed, a restart that drops the history,
-/// 429s and 500s, malformed and truncated lines): the informer must end
-/// with the simulator's objects, having met faults and relisted.
+/// 429s and 500s, malformed and truncated lines), on the plain store and on
+/// the compact one (`--compact`): the informer must end with the
+/// simulator's objects, having met faults and relisted.
 fn chaos_loadtest() -> anyhow::Result<()> {
-    eprintln!("chaos load test: 3000 Pods, 40 s of churn under --faults chaos");
-    let report = crate::loadtest::run_with(&[
-        "--objects",
-        "3000",
-        "--duration",
-        "40",
-        "--churn",
-        "500",
-        "--faults",
-        "chaos",
-        "--settle",
-        "0",
-        "--quiet",
-    ])?;
-    if report.faults_injected == 0 || report.relists == 0 {
-        bail!(
-            "the chaos load test met {} faults and {} relists: the faults did not reach the informer",
-            report.faults_injected,
-            report.relists
+    for (store, seconds) in [(None, "40"), (Some("--compact"), "20")] {
+        eprintln!(
+            "chaos load test: 3000 Pods, {seconds} s of churn under --faults chaos {store:?}"
         );
+        let mut args = vec![
+            "--objects",
+            "3000",
+            "--duration",
+            seconds,
+            "--churn",
+            "500",
+            "--faults",
+            "chaos",
+            "--settle",
+            "0",
+            "--quiet",
+        ];
+        args.extend(store);
+        let report = crate::loadtest::run_with(&args)?;
+        if report.faults_injected == 0 || report.relists == 0 {
+            bail!(
+                "the chaos load test met {} faults and {} relists: the faults did not reach the informer",
+                report.faults_injected,
+                report.relists
+            );
+        }
     }
     Ok(())
 }

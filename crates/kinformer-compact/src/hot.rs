@@ -17,6 +17,9 @@ use crate::error::CompactError;
 /// long ago decodes it.
 pub const DEFAULT_HOT_CAPACITY: usize = 1024;
 
+/// The share of the set for objects read more than once.
+const HOT_SHARE: f64 = 0.5;
+
 /// Recently decoded objects of one compact cache, by the id of their packed
 /// bytes (a CLOCK-Pro cache of the `quick_cache` crate: reads take a shard's
 /// read lock, never the writer's). The informer puts each object it packs
@@ -51,8 +54,30 @@ pub struct HotStats {
 impl<K> HotSet<K> {
     /// A set of at most `capacity` decoded objects (at least one).
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        // CLOCK-Pro admits a new object as cold and keeps a small cold part
+        // by default (3%): the objects the informer has just packed, which
+        // its handlers are about to read, would be gone before they are
+        // read. Half the set is for them.
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(capacity)
+            .weight_capacity(capacity as u64)
+            .hot_allocation(HOT_SHARE)
+            .build();
+        let cache = match options {
+            Ok(options) => quick_cache::sync::Cache::with_options(
+                options,
+                quick_cache::UnitWeighter,
+                quick_cache::DefaultHashBuilder::default(),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "hot set options refused; quick_cache's defaults");
+                quick_cache::sync::Cache::new(capacity)
+            }
+        };
         Self {
-            cache: quick_cache::sync::Cache::new(capacity.max(1)),
+            cache,
             counters: HotCounters::default(),
         }
     }

@@ -304,8 +304,8 @@ pub(crate) enum Made<K: Resource + Send + Sync + 'static> {
 /// Gets sampled for [`Cache::get_latency`].
 const GET_SAMPLE: usize = 20_000;
 /// Keys read again and again for the hot figure, and the rounds.
-const HOT_KEYS: usize = 1_000;
-const HOT_ROUNDS: usize = 200;
+const HOT_KEYS: usize = 100;
+const HOT_ROUNDS: usize = 2_000;
 
 /// Lister `get` latency, nanoseconds.
 #[derive(Debug, Clone, Copy)]

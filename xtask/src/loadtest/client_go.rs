@@ -29,7 +29,7 @@ fn module_dir() -> PathBuf {
 /// is rebuilt.
 fn source_stamp() -> anyhow::Result<String> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for f in ["go.mod", "go.sum", "main.go"] {
+    for f in ["go.mod", "go.sum", "main.go", "controller.go"] {
         let bytes = std::fs::read(module_dir().join(f)).with_context(|| format!("reading {f}"))?;
         for b in bytes {
             h ^= u64::from(b);

@@ -227,7 +227,8 @@ impl<K: Resource + Send + Sync + 'static> Controller<K> {
         self
     }
 
-    /// Reconciles run at once (at least 1; [`DEFAULT_CONCURRENCY`]).
+    /// Reconciles run at once (at least 1; [`DEFAULT_CONCURRENCY`]): the
+    /// number of worker tasks, each reconciling one key at a time.
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
         self

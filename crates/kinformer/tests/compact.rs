@@ -5,31 +5,22 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::sim;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     EventHandlerFns, IndexFn, InformerOptions, Lister, NAMESPACE_INDEX, SharedInformerFactory,
 };
-use kinformer_sim::{RunningSim, Sim};
-use kube::Client;
+use kinformer_sim::RunningSim;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube_core::{Expression, Resource, Selector};
 use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(15);
-
-async fn sim() -> (RunningSim, Client) {
-    let sim = Sim::builder()
-        .build()
-        .serve("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
-    cfg.default_retry = false;
-    (sim, Client::try_from(cfg).unwrap())
-}
 
 fn pod(ns: &str, name: &str, app: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",

@@ -3,33 +3,25 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kinformer::{
     BackoffConfig, EventHandlerFns, FactoryError, InformerOptions, Lister, ReflectorConfig,
     SharedInformerFactory,
 };
-use kinformer_sim::{RunningSim, Sim};
+use kinformer_sim::RunningSim;
 use kube::Client;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube_core::{Expression, Selector};
 use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(15);
-
-async fn sim() -> (RunningSim, Client) {
-    let sim = Sim::builder()
-        .build()
-        .serve("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let mut cfg = kube::Config::new(sim.base_url().parse().unwrap());
-    cfg.default_retry = false;
-    (sim, Client::try_from(cfg).unwrap())
-}
 
 fn pod(ns: &str, name: &str, app: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",

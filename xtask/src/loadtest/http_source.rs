@@ -939,12 +939,7 @@ where
     let factory = kinformer_factory(args, rt, client, server);
     match informer(&factory) {
         Made::Plain(informer) => {
-            let mut registrations = Vec::new();
-            for _ in 0..args.handlers.max(1) {
-                let s = LagStats::new()?;
-                registrations.push(informer.add_event_handler(LagHandler(Arc::clone(&s)))?);
-                stats.push(s);
-            }
+            let registrations = lag_handlers(args, stats, |h| informer.add_event_handler(h))?;
             factory.start()?;
             Ok(Arc::new(KinformerCache {
                 factory,
@@ -953,12 +948,7 @@ where
             }))
         }
         Made::Compact(compact) => {
-            let mut registrations = Vec::new();
-            for _ in 0..args.handlers.max(1) {
-                let s = LagStats::new()?;
-                registrations.push(compact.add_event_handler(LagHandler(Arc::clone(&s)))?);
-                stats.push(s);
-            }
+            let registrations = lag_handlers(args, stats, |h| compact.add_event_handler(h))?;
             factory.start()?;
             Ok(Arc::new(CompactCache {
                 lister: compact.lister(),
@@ -970,6 +960,22 @@ where
             }))
         }
     }
+}
+
+/// `--handlers` lag-recording handlers, each registered by `add`.
+fn lag_handlers<R>(
+    args: &LoadtestArgs,
+    stats: &mut Vec<Arc<LagStats>>,
+    add: impl Fn(LagHandler) -> Result<R, kinformer::InformerError>,
+) -> anyhow::Result<Vec<R>> {
+    (0..args.handlers.max(1))
+        .map(|_| {
+            let s = LagStats::new()?;
+            let registration = add(LagHandler(Arc::clone(&s)))?;
+            stats.push(s);
+            Ok(registration)
+        })
+        .collect()
 }
 
 /// The factory of a kinformer informer under test, configured from the

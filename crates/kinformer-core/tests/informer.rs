@@ -70,6 +70,8 @@ on_each_store!(
     late_handler_registration_replays_the_cache,
     handler_panics_are_caught_and_counted,
     per_handler_resync_periods,
+    remove_a_handler_while_active,
+    handlers_added_and_removed_while_events_flow,
 );
 
 fn add_update_delete_in_order_with_cache_updated_first<S: Store>() {
@@ -170,21 +172,21 @@ fn late_handler_registration_replays_the_cache<S: Store>() {
     inf.shutdown();
 }
 
-#[test]
-fn remove_a_handler_while_active() {
-    let inf = informer();
+fn remove_a_handler_while_active<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     let (h, events) = recorder();
-    let reg = inf.add_event_handler(h).unwrap();
+    let reg = store.add_handler(h).unwrap();
     let (h2, events2) = recorder();
-    inf.add_event_handler(h2).unwrap();
+    store.add_handler(h2).unwrap();
     inf.start().unwrap();
-    inf.queue().add(cm("a", 1)).unwrap();
+    inf.queue().add(S::wrap(cm("a", 1))).unwrap();
     assert!(events.recv_timeout(T).is_ok());
     assert!(inf.remove_event_handler(&reg));
     assert_eq!(inf.metrics().handlers.len(), 1);
     // A second removal finds nothing to remove.
     assert!(!inf.remove_event_handler(&reg));
-    inf.queue().update(cm("a", 2)).unwrap();
+    inf.queue().update(S::wrap(cm("a", 2))).unwrap();
     assert_eq!(
         events2.recv_timeout(T).unwrap(),
         Ev::Add("a".into(), 1, false)
@@ -256,11 +258,11 @@ fn check_transitions(events: &[Ev]) {
     }
 }
 
-#[test]
-fn handlers_added_and_removed_while_events_flow() {
-    let inf = informer();
+fn handlers_added_and_removed_while_events_flow<S: Store>() {
+    let store = store::<S>();
+    let inf = store.informer();
     let (h, events) = recorder();
-    inf.add_event_handler(h).unwrap();
+    store.add_handler(h).unwrap();
     inf.start().unwrap();
     let producer = {
         let q = Arc::clone(inf.queue());
@@ -268,7 +270,7 @@ fn handlers_added_and_removed_while_events_flow() {
             let mut live = [false; 20];
             for i in 0..20_000u64 {
                 let k = (i * 7 % 20) as usize;
-                let obj = cm(&format!("o{k}"), i + 1);
+                let obj = S::wrap(cm(&format!("o{k}"), i + 1));
                 if !live[k] {
                     q.add(obj).unwrap();
                     live[k] = true;
@@ -284,7 +286,7 @@ fn handlers_added_and_removed_while_events_flow() {
     let (mut churned, mut churned_events) = (0, 0);
     while !producer.is_finished() || churned < 20 {
         let (h, rx) = recorder();
-        let reg = inf.add_event_handler(h).unwrap();
+        let reg = store.add_handler(h).unwrap();
         std::thread::sleep(Duration::from_millis(1));
         assert!(inf.remove_event_handler(&reg));
         // The removed handler's thread is joined: its events end here.

@@ -70,19 +70,13 @@ impl<K: Resource + Serialize + DeserializeOwned> Compact<K> {
     pub fn pack_from(obj: &mut K) -> Result<Self, CompactError> {
         let mut meta = std::mem::take(obj.meta_mut());
         obj.meta_mut().managed_fields = meta.managed_fields.take();
-        let encoded = serde_json::to_vec(&*obj).map_err(|e| CompactError::Encode(e.to_string()));
-        let managed_fields = obj.meta_mut().managed_fields.take();
-        let stored = encoded.as_ref().ok().map(|_| meta.clone());
-        meta.managed_fields = managed_fields;
+        let encoded = serde_json::to_vec(&*obj);
+        // `meta` has no managedFields now: what the packed object keeps.
+        let stored = meta.clone();
+        meta.managed_fields = obj.meta_mut().managed_fields.take();
         *obj.meta_mut() = meta;
-        let body = codec::pack(&encoded?)?;
-        Ok(Self {
-            repr: Repr::Packed {
-                meta: stored.unwrap_or_default(),
-                body,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            },
-        })
+        let encoded = encoded.map_err(|e| CompactError::Encode(e.to_string()))?;
+        Ok(Self::from_parts(stored, codec::pack(&encoded)?))
     }
 
     /// The whole object: decoded from the packed bytes, or a copy of the
@@ -135,6 +129,19 @@ fn decode_body<K: Resource + DeserializeOwned>(
 }
 
 impl<K> Compact<K> {
+    /// A packed object made of its metadata and packed bytes (as
+    /// [`packed_bytes`](Self::packed_bytes) returned them), e.g. read back
+    /// from storage. The bytes are checked when decoded.
+    pub fn from_parts(meta: ObjectMeta, body: Box<[u8]>) -> Self {
+        Self {
+            repr: Repr::Packed {
+                meta,
+                body,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            },
+        }
+    }
+
     /// An unpacked `Compact` holding `obj` as it is.
     pub fn fresh(obj: K) -> Self {
         Self {
@@ -187,21 +194,6 @@ impl<K> Compact<K> {
         match &self.repr {
             Repr::Fresh(obj) => Some(obj),
             Repr::Packed { .. } => None,
-        }
-    }
-}
-
-impl<K: Resource> Compact<K> {
-    /// A packed object made of its metadata and packed bytes (as
-    /// [`packed_bytes`](Self::packed_bytes) returned them), e.g. read back
-    /// from storage. The bytes are checked when decoded.
-    pub fn from_parts(meta: ObjectMeta, body: Box<[u8]>) -> Self {
-        Self {
-            repr: Repr::Packed {
-                meta,
-                body,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            },
         }
     }
 }

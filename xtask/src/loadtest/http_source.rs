@@ -319,16 +319,25 @@ pub(crate) struct GetLatency {
     pub hot_p50_ns: u64,
 }
 
-/// Times `get` over `keys`: each first read (that `cold` says was cold)
-/// singly, then rounds over the first [`HOT_KEYS`].
-fn time_gets(keys: &[String], get: impl Fn(&str) -> bool, cold: impl Fn() -> u64) -> GetLatency {
+/// Times `get` over `keys`: each first read singly (for the compact store,
+/// only those that decoded, by its `decodes` counter), then rounds over the
+/// first [`HOT_KEYS`].
+fn time_gets(
+    keys: &[String],
+    get: impl Fn(&str) -> bool,
+    decodes: Option<&dyn Fn() -> u64>,
+) -> GetLatency {
     let mut singles = Vec::with_capacity(keys.len());
     for k in keys {
-        let before = cold();
+        let before = decodes.map(|d| d());
         let t = Instant::now();
         let found = std::hint::black_box(get(k));
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        if found && cold() > before {
+        let decoded = match (decodes, before) {
+            (Some(d), Some(before)) => d() > before,
+            _ => true,
+        };
+        if found && decoded {
             singles.push(ns);
         }
     }
@@ -403,12 +412,7 @@ impl<K: Resource + Send + Sync + 'static> Cache<K> for KinformerCache<K> {
         let indexer = self.informer.indexer();
         // Every first read of the sample is cold: the sample is 20k of the
         // cache's objects, read once.
-        let first = AtomicU64::new(0);
-        Some(time_gets(
-            keys,
-            |k| indexer.get(k).is_some(),
-            || first.fetch_add(1, Ordering::Relaxed) + 1,
-        ))
+        Some(time_gets(keys, |k| indexer.get(k).is_some(), None))
     }
     fn synced(&self) -> bool {
         self.informer.has_synced() && self.registrations.iter().all(|r| r.has_synced())
@@ -479,7 +483,7 @@ where
         Some(time_gets(
             keys,
             |k| self.lister.get(k).is_some(),
-            || hot.stats().decodes,
+            Some(&|| hot.stats().decodes),
         ))
     }
     fn synced(&self) -> bool {
